@@ -1,0 +1,41 @@
+# Feed the GPUs. The two commands a learner needs: `make lab` and `make test`.
+# Both create .venv from requirements.txt when it is missing or older than the pins.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+KERNEL := feed-the-gpus
+
+.PHONY: lab test exercises strip check gpu-check clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Feed the GPUs (.venv)" >/dev/null
+	@touch $(STAMP)
+	@echo "ready: $(VENV) with the pinned packages, helpers (editable) and the '$(KERNEL)' kernel"
+
+## lab: set up .venv if needed and open JupyterLab on notebooks/
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks
+
+## test: set up .venv if needed and run the complete test suite
+test: $(STAMP)
+	$(PY) -m pytest
+
+## exercises: regenerate exercises/ from solutions/
+exercises: $(STAMP)
+	$(PY) tools/make_exercises.py
+
+## strip: clear outputs and execution counts from every notebook
+strip: $(STAMP)
+	$(PY) tools/check_notebooks.py --strip
+
+## gpu-check: on a CUDA machine, the suite with every CUDA section required to run
+gpu-check: $(STAMP)
+	COURSE_REQUIRE_CUDA=1 $(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

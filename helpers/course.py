@@ -1,0 +1,49 @@
+"""The course's lessons in one table: the README map, the hygiene tests and env.report's verdict use it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What a lesson needs for its full effect. Every lesson runs top to bottom on a CPU machine;
+# with less than it needs, its measurements fall back (and say so).
+NEEDS: dict[str, str] = {
+    "cpu": "CPU is enough",
+    "2+ cores": "2+ CPU cores",
+    "1 gpu": "1 CUDA GPU",
+    "2+ gpus": "2+ CUDA GPUs",
+}
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson notebook: its file stem, title, what it teaches, what it needs, how long it takes."""
+
+    stem: str
+    title: str
+    learn: str
+    needs: str
+    minutes: int
+
+    @property
+    def number(self) -> str:
+        """The two-digit lesson number, e.g. "00"."""
+        return self.stem[:2]
+
+
+LESSONS: tuple[Lesson, ...] = (
+    Lesson(
+        stem="00_setup_check",
+        title="Setup check",
+        learn="what this machine can run: cores, RAM, /dev/shm, start method, GPUs, DDP backends",
+        needs="cpu",
+        minutes=20,
+    ),
+)
+
+
+def lesson(number: str) -> Lesson:
+    """The lesson with this two-digit number (e.g. "00")."""
+    for entry in LESSONS:
+        if entry.number == number:
+            return entry
+    known = ", ".join(entry.number for entry in LESSONS)
+    raise ValueError(f"number must be one of the lessons ({known}), got {number!r}")

@@ -1,0 +1,210 @@
+"""Lesson 00: what this machine can run (cores, RAM, /dev/shm, start method, GPUs, DDP backends)."""
+from __future__ import annotations
+
+import html
+import multiprocessing
+import os
+import platform
+import shutil
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+
+from helpers.course import LESSONS, NEEDS
+
+GIB = 1024**3
+# Below this, DataLoader workers that hand batches back through shared memory can die with
+# "Bus error" (Docker's default /dev/shm is 64 MiB).
+SMALL_SHM_BYTES = 1 * GIB
+REQUIRE_CUDA_VAR = "COURSE_REQUIRE_CUDA"
+
+
+@dataclass(frozen=True)
+class LessonVerdict:
+    """Whether one lesson runs at full effect on this machine, and why not if it doesn't."""
+
+    stem: str
+    needs: str
+    full_effect: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class EnvReport:
+    """Facts about this machine that decide how data loading behaves here (lesson 00)."""
+
+    python: str
+    platform: str
+    torch: str
+    torch_cuda_build: str | None
+    cuda_available: bool
+    gpu_count: int
+    gpu_names: tuple[str, ...]
+    logical_cpus: int
+    usable_cpus: int
+    ram_total_bytes: int
+    ram_available_bytes: int
+    shm_bytes: int | None
+    start_method: str
+    distributed_available: bool
+    gloo_available: bool
+    nccl_available: bool
+    ipywidgets: str | None
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The report as (name, value) rows, in the order the lesson explains them."""
+        shm = "none (not Linux)" if self.shm_bytes is None else f"{self.shm_bytes / GIB:.1f} GiB"
+        return [
+            ("Python", self.python),
+            ("platform", self.platform),
+            ("torch", self.torch),
+            ("torch built for CUDA", self.torch_cuda_build or "no (CPU-only build)"),
+            ("CUDA available", str(self.cuda_available)),
+            ("GPUs", f"{self.gpu_count}" + (f": {', '.join(self.gpu_names)}" if self.gpu_names else "")),
+            ("CPU cores (os.cpu_count)", str(self.logical_cpus)),
+            ("usable CPU cores (sched_getaffinity)", str(self.usable_cpus)),
+            ("RAM total / available", f"{self.ram_total_bytes / GIB:.1f} / {self.ram_available_bytes / GIB:.1f} GiB"),
+            ("/dev/shm", shm),
+            ("multiprocessing start method", self.start_method),
+            ("torch.distributed", str(self.distributed_available)),
+            ("gloo backend (CPU)", str(self.gloo_available)),
+            ("nccl backend (GPU)", str(self.nccl_available)),
+            ("ipywidgets", self.ipywidgets or "not installed"),
+        ]
+
+    def warnings(self) -> list[str]:
+        """Problems on this machine that will break or slow a lesson, each with its fix."""
+        found = []
+        if self.shm_bytes is not None and self.shm_bytes < SMALL_SHM_BYTES:
+            found.append(
+                f"/dev/shm is only {self.shm_bytes / 2**20:.0f} MiB: DataLoader workers pass batches "
+                "through it and can die with 'Bus error'; in Docker start with --shm-size=8g or --ipc=host"
+            )
+        if self.usable_cpus < self.logical_cpus:
+            found.append(
+                f"this process may use {self.usable_cpus} of {self.logical_cpus} cores (affinity or a "
+                "container limit): size num_workers by the usable number"
+            )
+        if self.ipywidgets is None:
+            found.append("ipywidgets is not installed: the lessons' widgets will not render")
+        return found
+
+    def verdict(self) -> list[LessonVerdict]:
+        """For each lesson: does it run at full effect here, and what falls back if not."""
+        return [_lesson_verdict(self, entry.stem, entry.needs) for entry in LESSONS]
+
+    def __str__(self) -> str:
+        width = max(len(name) for name, _ in self.rows())
+        lines = [f"{name:<{width}}  {value}" for name, value in self.rows()]
+        lines.append("")
+        for item in self.verdict():
+            mark = "full effect" if item.full_effect else "falls back"
+            lines.append(f"{item.stem:<{width}}  {mark}: {item.note}")
+        lines.extend(f"WARNING: {text}" for text in self.warnings())
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        cell = "<td style='text-align:left'>{}</td>"
+        body = "".join(
+            "<tr>" + cell.format(html.escape(name)) + cell.format(html.escape(value)) + "</tr>"
+            for name, value in self.rows()
+        )
+        verdicts = "".join(
+            "<tr>"
+            + cell.format(html.escape(item.stem))
+            + cell.format(("full effect: " if item.full_effect else "falls back: ") + html.escape(item.note))
+            + "</tr>"
+            for item in self.verdict()
+        )
+        warnings = "".join(f"<p><b>Warning:</b> {html.escape(text)}</p>" for text in self.warnings())
+        return (
+            "<table><tr><th>what</th><th>this machine</th></tr>" + body + "</table>"
+            "<table><tr><th>lesson</th><th>verdict</th></tr>" + verdicts + "</table>" + warnings
+        )
+
+
+def _lesson_verdict(env: EnvReport, stem: str, needs: str) -> LessonVerdict:
+    if needs == "cpu":
+        return LessonVerdict(stem, NEEDS[needs], True, "runs fully on a CPU")
+    if needs == "2+ cores":
+        full = env.usable_cpus >= 2
+        note = f"{env.usable_cpus} usable cores" if full else "1 usable core: worker speed-ups cannot show"
+        return LessonVerdict(stem, NEEDS[needs], full, note)
+    if needs == "1 gpu":
+        if env.gpu_count >= 1:
+            return LessonVerdict(stem, NEEDS[needs], True, f"GPU measurements run on {env.gpu_names[0]}")
+        return LessonVerdict(stem, NEEDS[needs], False, "no CUDA GPU: GPU measurements are skipped, each with a line saying so")
+    if needs == "2+ gpus":
+        if env.gpu_count >= 2 and env.nccl_available:
+            return LessonVerdict(stem, NEEDS[needs], True, f"{env.gpu_count} ranks on nccl, one per GPU")
+        if env.gloo_available:
+            return LessonVerdict(stem, NEEDS[needs], False, "runs 2 CPU ranks on gloo; GPU-only parts are skipped")
+        return LessonVerdict(stem, NEEDS[needs], False, "no gloo or nccl backend: DDP parts cannot run")
+    raise ValueError(f"needs must be one of {sorted(NEEDS)}, got {needs!r}")
+
+
+def usable_cpus() -> int:
+    """CPU cores this process may run on: sched_getaffinity where the OS has it, else os.cpu_count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def report() -> EnvReport:
+    """Measure this machine now: versions, cores, memory, shm, start method, GPUs, backends (lesson 00)."""
+    import psutil
+    import torch
+    import torch.distributed as dist
+
+    cuda_available = torch.cuda.is_available()
+    gpu_count = torch.cuda.device_count() if cuda_available else 0
+    gpu_names = tuple(torch.cuda.get_device_name(i) for i in range(gpu_count))
+    distributed = dist.is_available()
+    memory = psutil.virtual_memory()
+    shm_bytes = shutil.disk_usage("/dev/shm").total if os.path.isdir("/dev/shm") else None
+    return EnvReport(
+        python=platform.python_version(),
+        platform=f"{platform.system()} {platform.machine()}",
+        torch=torch.__version__,
+        torch_cuda_build=torch.version.cuda,
+        cuda_available=cuda_available,
+        gpu_count=gpu_count,
+        gpu_names=gpu_names,
+        logical_cpus=os.cpu_count() or 1,
+        usable_cpus=usable_cpus(),
+        ram_total_bytes=memory.total,
+        ram_available_bytes=memory.available,
+        shm_bytes=shm_bytes,
+        start_method=multiprocessing.get_context().get_start_method(),
+        distributed_available=distributed,
+        gloo_available=distributed and dist.is_gloo_available(),
+        nccl_available=distributed and dist.is_nccl_available(),
+        ipywidgets=_package_version("ipywidgets"),
+    )
+
+
+def cuda_required() -> bool:
+    """True when COURSE_REQUIRE_CUDA=1: a skipped CUDA section is then a failure (GPU runners)."""
+    return os.environ.get(REQUIRE_CUDA_VAR, "") == "1"
+
+
+def needs_cuda(what: str) -> bool:
+    """True if CUDA is here; else print one line saying `what` is skipped (raise under COURSE_REQUIRE_CUDA=1)."""
+    if not isinstance(what, str) or not what.strip():
+        raise ValueError(f"what must name the measurement being skipped, got {what!r}")
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    line = f"Skipped on this machine: {what} needs a CUDA GPU, and torch.cuda.is_available() is False."
+    if cuda_required():
+        raise RuntimeError(f"{REQUIRE_CUDA_VAR}=1 but CUDA is absent. {line}")
+    print(line, file=sys.stdout)
+    return False

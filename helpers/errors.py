@@ -1,0 +1,52 @@
+"""Showing a call that fails, honestly: the real error is printed and its absence is an error."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+@dataclass
+class CaughtError:
+    """What `expect_error` caught: the exception itself and its message (lesson 00)."""
+
+    exception: BaseException | None = None
+
+    @property
+    def message(self) -> str:
+        """The caught exception's message, as str(exception) gives it."""
+        return "" if self.exception is None else str(self.exception)
+
+
+def _type_names(expected: type[BaseException] | tuple[type[BaseException], ...]) -> str:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join(t.__name__ for t in types)
+
+
+@contextmanager
+def expect_error(
+    expected: type[BaseException] | tuple[type[BaseException], ...], match: str | None = None
+) -> Iterator[CaughtError]:
+    """Run a block that must raise `expected` (message matching regex `match`) and print it (lesson 00)."""
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if not types or not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
+        raise TypeError(f"expected must be an exception class or a tuple of them, got {expected!r}")
+    if match is not None and not isinstance(match, str):
+        raise TypeError(f"match must be a regular expression string or None, got {match!r}")
+    caught = CaughtError()
+    try:
+        yield caught
+    except types as exc:
+        if match is not None and re.search(match, str(exc)) is None:
+            raise AssertionError(
+                f"expected {_type_names(expected)} matching {match!r}, but the message was: {exc}"
+            ) from exc
+        caught.exception = exc
+        print(f"{type(exc).__name__}: {exc}")
+        return
+    except Exception as exc:
+        raise AssertionError(
+            f"expected {_type_names(expected)}, but {type(exc).__name__} was raised: {exc}"
+        ) from exc
+    raise AssertionError(f"expected {_type_names(expected)}, but nothing was raised")

@@ -1,0 +1,113 @@
+"""A real JupyterLab in headless Chromium: each notebook with widgets runs clean and its widgets respond."""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+WIDGET_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if "ipywidgets" in p.read_text())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 with a token, temporary Jupyter dirs and a copy of the notebooks."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"COURSE_REQUIRE_BROWSER=1 but {CHROMIUM} is missing: apt-get install chromium")
+        pytest.skip(f"browser test skipped: {CHROMIUM} not found (apt-get install chromium)")
+    base = tmp_path_factory.mktemp("lab")
+    work = base / "notebooks"
+    shutil.copytree(ROOT / "notebooks", work)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(base / "config"), JUPYTER_DATA_DIR=str(base / "data"),
+               JUPYTER_RUNTIME_DIR=str(base / "runtime"), COURSE_CHECKS_MUST_PASS="0")
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}", "--ServerApp.port_retries=0"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    log = open(base / "lab.log", "w")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError(f"JupyterLab did not start: {(base / 'lab.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        yield url, token
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        log.close()
+        with socket.socket() as sock:  # the port is free again: nothing left listening
+            sock.bind(("127.0.0.1", port))
+
+
+@pytest.mark.browser
+def test_some_notebook_has_widgets():
+    assert WIDGET_NOTEBOOKS, "the browser test needs at least one notebook with a widget"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("notebook", WIDGET_NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_and_widgets_respond(lab, notebook):
+    from playwright.sync_api import sync_playwright
+
+    url, token = lab
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{url}/lab/tree/{notebook.name}?token={token}")
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+            page.click("li.lm-MenuBar-item >> text=Run")
+            page.click("li[data-command='runmenu:run-all']")
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='busy']", timeout=30_000)
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=240_000)
+            prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
+            assert prompts and all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), prompts
+            outputs = " ".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+            assert "Traceback (most recent call last)" not in outputs, "a cell raised: see the notebook's error output"
+            sliders = page.locator(".jupyter-widgets.widget-slider")
+            assert sliders.count() > 0, "no slider rendered: is the ipywidgets front end missing?"
+            for index in range(sliders.count()):
+                output = page.locator(".widget-output").first
+                before = output.inner_html()
+                sliders.nth(index).locator(".noUi-handle").focus()
+                page.keyboard.press("ArrowRight")
+                page.wait_for_function(
+                    "([el, old]) => el.innerHTML !== old && el.querySelector('img')",
+                    arg=[output.element_handle(), before], timeout=30_000,
+                )
+        finally:
+            browser.close()

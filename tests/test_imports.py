@@ -1,0 +1,25 @@
+"""helpers has no import-time side effects: no rcParams change, no CUDA init, no seeds."""
+import subprocess
+import sys
+
+from conftest import ROOT
+
+PROBE = """
+import matplotlib, torch
+before = dict(matplotlib.rcParams); seed = torch.initial_seed()
+import pkgutil, importlib, helpers
+for mod in pkgutil.iter_modules(helpers.__path__):
+    importlib.import_module("helpers." + mod.name)
+assert dict(matplotlib.rcParams) == before, "rcParams changed on import"
+assert not torch.cuda.is_initialized(), "CUDA initialised on import"
+assert torch.initial_seed() == seed, "seed changed on import"
+from helpers.plotting import use_course_style, FIGSIZE
+use_course_style()
+assert tuple(matplotlib.rcParams["figure.figsize"]) == FIGSIZE
+print("ok")
+"""
+
+
+def test_import_has_no_side_effects():
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
