@@ -11,7 +11,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 # Kernels started by nbval inherit this: a self-check that does not pass raises in solutions/.
 os.environ["COURSE_CHECKS_MUST_PASS"] = "1"
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
