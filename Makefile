@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNEL := feed-the-gpus
+# JupyterLab refuses to run as root unless told; containers and CI often are root.
+LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test exercises strip check gpu-check clean
 
@@ -19,7 +21,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 ## lab: set up .venv if needed and open JupyterLab on notebooks/
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_ROOT_FLAG)
 
 ## test: set up .venv if needed and run the complete test suite
 test: $(STAMP)
