@@ -6,7 +6,6 @@ import multiprocessing
 import os
 import platform
 import shutil
-import sys
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -206,5 +205,5 @@ def needs_cuda(what: str) -> bool:
     line = f"Skipped on this machine: {what} needs a CUDA GPU, and torch.cuda.is_available() is False."
     if cuda_required():
         raise RuntimeError(f"{REQUIRE_CUDA_VAR}=1 but CUDA is absent. {line}")
-    print(line, file=sys.stdout)
+    print(line)
     return False

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 import signal

@@ -13,12 +13,7 @@ NOTEBOOKS = check_notebooks.all_notebooks()
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_notebook_is_clean(path):
-    found = (
-        check_notebooks.output_problems(path)
-        + check_notebooks.size_problems(path)
-        + check_notebooks.kernel_problems(path)
-        + check_notebooks.link_problems(path)
-    )
+    found = check_notebooks.file_problems(path)
     assert not found, "\n".join(found)
 
 

@@ -98,11 +98,16 @@ def link_problems(path: Path) -> list[str]:
     return found
 
 
+def file_problems(path: Path) -> list[str]:
+    """Hygiene problems every notebook can have: outputs, size, kernel, broken links."""
+    return output_problems(path) + size_problems(path) + kernel_problems(path) + link_problems(path)
+
+
 def problems(root: Path = ROOT) -> list[str]:
     """Every hygiene problem in the course's notebooks."""
     found = []
     for path in all_notebooks(root):
-        found += output_problems(path) + size_problems(path) + kernel_problems(path) + link_problems(path)
+        found += file_problems(path)
         if path.parent.name == "notebooks":
             found += structure_problems(path)
     return found
