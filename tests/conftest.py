@@ -24,3 +24,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if os.environ.get("COURSE_REQUIRE_CUDA") == "1":
         pytest.fail("COURSE_REQUIRE_CUDA=1 but torch.cuda.is_available() is False")
     pytest.skip("needs a CUDA GPU; torch.cuda.is_available() is False here")
+
+
+def _hypothesis_profile() -> None:
+    """Property tests draw the same examples every run (flaky is failing) and keep no database files."""
+    from hypothesis import settings
+
+    settings.register_profile("course", derandomize=True, deadline=None, database=None, max_examples=60)
+    settings.load_profile("course")
+
+
+_hypothesis_profile()

@@ -1,0 +1,68 @@
+"""Scores that an imbalanced dataset cannot fool: per-class recall, balanced accuracy, macro-F1 (lesson 01)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from helpers._validate import as_int, as_labels
+
+
+def confusion_matrix(y_true: Any, y_pred: Any, num_classes: int) -> np.ndarray:
+    """Counts[t, p] of samples of true class t predicted as p (lesson 01)."""
+    num_classes = as_int("num_classes", num_classes, minimum=1)
+    truth = as_labels("y_true", y_true, num_classes)
+    pred = as_labels("y_pred", y_pred, num_classes)
+    if truth.shape != pred.shape:
+        raise ValueError(f"y_true and y_pred must have the same length, got {len(truth)} and {len(pred)}")
+    return np.bincount(truth * num_classes + pred, minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+
+
+def per_class_recall(y_true: Any, y_pred: Any, num_classes: int) -> np.ndarray:
+    """Fraction of each class's samples predicted as that class (NaN for a class with no sample) (lesson 01)."""
+    matrix = confusion_matrix(y_true, y_pred, num_classes)
+    support = matrix.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.diag(matrix) / support
+
+
+def balanced_accuracy(y_true: Any, y_pred: Any, num_classes: int) -> float:
+    """Mean per-class recall over the classes present in y_true (lesson 01)."""
+    return float(np.nanmean(per_class_recall(y_true, y_pred, num_classes)))
+
+
+def macro_f1(y_true: Any, y_pred: Any, num_classes: int) -> float:
+    """Unweighted mean of per-class F1 over classes present in y_true or y_pred (lesson 01)."""
+    matrix = confusion_matrix(y_true, y_pred, num_classes)
+    true_pos = np.diag(matrix).astype(np.float64)
+    support, predicted = matrix.sum(axis=1), matrix.sum(axis=0)
+    present = (support + predicted) > 0
+    f1 = 2 * true_pos[present] / (support[present] + predicted[present])
+    return float(f1.mean())
+
+
+def accuracy(y_true: Any, y_pred: Any) -> float:
+    """Fraction of samples predicted right: the score imbalance fools (lesson 01)."""
+    truth, pred = as_labels("y_true", y_true), as_labels("y_pred", y_pred)
+    if truth.shape != pred.shape or truth.size == 0:
+        raise ValueError(f"y_true and y_pred must be non-empty and of equal length, got {len(truth)} and {len(pred)}")
+    return float((truth == pred).mean())
+
+
+def scores(y_true: Any, y_pred: Any, num_classes: int, minority: int | None = None) -> dict[str, float]:
+    """Accuracy, balanced accuracy, macro-F1 and the recall of class `minority` (default: the rarest in y_true)."""
+    truth = as_labels("y_true", y_true, num_classes)
+    recall = per_class_recall(truth, y_pred, num_classes)
+    if minority is None:
+        counts = np.bincount(truth, minlength=num_classes).astype(np.float64)
+        counts[counts == 0] = np.inf
+        minority = int(np.argmin(counts))
+    minority = as_int("minority", minority, minimum=0)
+    if minority >= num_classes:
+        raise ValueError(f"minority must be a class id below num_classes={num_classes}, got {minority}")
+    return {
+        "accuracy": accuracy(truth, y_pred),
+        "balanced_accuracy": float(np.nanmean(recall)),
+        "macro_f1": macro_f1(truth, y_pred, num_classes),
+        "minority_recall": float(recall[minority]),
+    }

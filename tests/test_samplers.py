@@ -1,0 +1,156 @@
+"""helpers.samplers.DistributedWeightedSampler: weights followed, shards disjoint, deterministic, past 2^24."""
+import math
+import statistics
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
+
+from helpers.samplers import DistributedWeightedSampler
+
+weight_lists = st.lists(st.floats(min_value=0.05, max_value=20.0), min_size=2, max_size=8)
+
+
+def chi_square_limit(df: int, z: float = 4.75) -> float:
+    """Upper critical value of chi-square with df degrees of freedom at p ~ 1e-6 (Wilson-Hilferty)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def draws(weights, **kwargs) -> list[list[int]]:
+    """The indices of every rank, built as separate samplers (as separate processes would)."""
+    replicas = kwargs.pop("num_replicas", 1)
+    return [list(DistributedWeightedSampler(weights, num_replicas=replicas, rank=r, **kwargs)) for r in range(replicas)]
+
+
+@given(weight_lists, st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=1000))
+def test_union_of_ranks_follows_the_weights(weights, replicas, seed):
+    per_rank = draws(weights, num_replicas=replicas, num_samples=20_000, seed=seed)
+    union = np.concatenate(per_rank)
+    observed = np.bincount(union, minlength=len(weights))
+    expected = len(union) * np.array(weights) / sum(weights)
+    chi_square = float(((observed - expected) ** 2 / expected).sum())
+    assert chi_square < chi_square_limit(len(weights) - 1), (observed, expected)
+
+
+@given(st.integers(min_value=1, max_value=300), st.integers(min_value=1, max_value=7), st.booleans(), st.booleans())
+def test_lengths_and_disjoint_positions(num_samples, replicas, drop_last, replacement):
+    weights = torch.rand(400, generator=torch.Generator().manual_seed(num_samples)) + 0.01
+    if drop_last and num_samples < replicas:
+        with pytest.raises(ValueError, match="leaves no sample"):
+            draws(weights, num_replicas=replicas, num_samples=num_samples, drop_last=drop_last)
+        return
+    samplers = [DistributedWeightedSampler(weights, replicas, r, num_samples, replacement, 3, drop_last) for r in range(replicas)]
+    per_rank = [list(s) for s in samplers]
+    expected_len = num_samples // replicas if drop_last else math.ceil(num_samples / replicas)
+    assert all(len(s) == expected_len == len(p) for s, p in zip(samplers, per_rank))
+    # Ranks take interleaved positions of one global draw: together they are that draw, in order.
+    interleaved = [per_rank[i % replicas][i // replicas] for i in range(expected_len * replicas)]
+    assert interleaved == samplers[0].global_indices().tolist()
+    if not replacement:
+        assert len(set(interleaved)) == len(interleaved), "replacement=False drew an index twice"
+
+
+def test_without_replacement_each_index_once_across_ranks():
+    weights = torch.arange(1, 101, dtype=torch.float64)
+    union = sum(draws(weights, num_replicas=4, replacement=False, num_samples=100), [])
+    assert sorted(union) == list(range(100))
+    first_half = sum(draws(weights, num_replicas=4, replacement=False, num_samples=40), [])
+    assert len(set(first_half)) == 40 and np.mean(first_half) > 60, "heavy indices should come first"
+
+
+@given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=0, max_value=50))
+def test_deterministic_across_builds_and_epochs_differ(seed, epoch):
+    weights = torch.rand(500, generator=torch.Generator().manual_seed(1)) + 0.1
+    a, b = (DistributedWeightedSampler(weights, 2, 1, seed=seed) for _ in range(2))
+    a.set_epoch(epoch)
+    b.set_epoch(epoch)
+    assert list(a) == list(b)
+    b.set_epoch(epoch + 1)
+    assert list(a) != list(b)
+
+
+def test_drop_in_for_weighted_random_sampler_in_a_loader():
+    labels = torch.tensor([0] * 90 + [1] * 10)
+    weights = torch.where(labels == 0, 1 / 90, 1 / 10).double()
+    loader = DataLoader(TensorDataset(labels), batch_size=50, sampler=DistributedWeightedSampler(weights, num_samples=2000))
+    seen = torch.cat([batch for (batch,) in loader])
+    assert len(seen) == 2000 and abs(seen.float().mean().item() - 0.5) < 0.06
+
+
+def test_zero_weight_is_never_drawn():
+    weights = torch.tensor([0.0, 1.0, 0.0, 3.0, 0.0])
+    union = sum(draws(weights, num_replicas=2, num_samples=5000), [])
+    assert set(union) == {1, 3}
+    assert sorted(sum(draws(weights, num_replicas=2, num_samples=2, replacement=False), [])) == [1, 3]
+
+
+def test_defaults_come_from_the_process_group(monkeypatch):
+    import torch.distributed as dist
+
+    assert (DistributedWeightedSampler([1.0, 2.0]).num_replicas, DistributedWeightedSampler([1.0, 2.0]).rank) == (1, 0)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 4)
+    monkeypatch.setattr(dist, "get_rank", lambda: 3)
+    sampler = DistributedWeightedSampler(torch.ones(10))
+    assert (sampler.num_replicas, sampler.rank, len(sampler)) == (4, 3, 3)
+
+
+def test_more_than_two_to_the_24_weights():
+    weights = torch.ones(2**24 + 1, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="number of categories cannot exceed 2\\^24"):
+        list(WeightedRandomSampler(weights, num_samples=10))
+    weights[-1] = 1e9  # nearly all mass on the last index, which multinomial could never reach
+    drawn = list(DistributedWeightedSampler(weights, num_samples=1000))
+    assert len(drawn) == 1000 and drawn.count(2**24) > 900
+
+
+def median_seconds(make_iter, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in make_iter():
+            pass
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def test_epoch_cost_is_close_to_weighted_random_sampler():
+    weights = torch.rand(1_000_000, generator=torch.Generator().manual_seed(0)).double()
+    reference = WeightedRandomSampler(weights, num_samples=len(weights))
+    ours = DistributedWeightedSampler(weights)
+    ref_s, ours_s = median_seconds(lambda: iter(reference)), median_seconds(lambda: iter(ours))
+    assert ours_s < 3 * ref_s + 0.05, f"DistributedWeightedSampler {ours_s:.3f} s vs WeightedRandomSampler {ref_s:.3f} s per epoch"
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, says",
+    [
+        ({"weights": [1.0, -1.0]}, ValueError, "weights must be non-negative, got -1.0 at index 1"),
+        ({"weights": [1.0, float("nan")]}, ValueError, "weights must be finite, got nan at index 1"),
+        ({"weights": [1.0, float("inf")]}, ValueError, "weights must be finite, got inf"),
+        ({"weights": [0.0, 0.0]}, ValueError, "weights are all zero"),
+        ({"weights": [[1.0, 2.0]]}, ValueError, r"weights must be a non-empty 1-D .* shape \(1, 2\)"),
+        ({"weights": {0: 1.0}}, TypeError, "weights must be a 1-D sequence"),
+        ({"weights": [1.0, 2.0], "num_replicas": 2, "rank": 2}, ValueError, "rank must be below num_replicas=2, got 2"),
+        ({"weights": [1.0, 2.0], "num_replicas": 0, "rank": 0}, ValueError, "num_replicas must be at least 1, got 0"),
+        ({"weights": [1.0, 2.0], "rank": -1}, ValueError, "rank must be at least 0, got -1"),
+        ({"weights": [1.0, 2.0], "num_samples": 0}, ValueError, "num_samples must be at least 1, got 0"),
+        ({"weights": [1.0, 2.0], "num_samples": 2.5}, TypeError, "num_samples must be an int"),
+        ({"weights": [1.0, 2.0], "num_samples": 3, "replacement": False}, ValueError, "num_samples=3 .* must not exceed the 2"),
+        ({"weights": [1.0, 2.0, 3.0], "num_replicas": 2, "rank": 0, "replacement": False}, ValueError, "rounded up to 4"),
+        ({"weights": [1.0, 2.0], "replacement": "no"}, TypeError, "replacement must be True or False"),
+        ({"weights": [1.0, 2.0], "seed": -3}, ValueError, "seed must be at least 0"),
+    ],
+)
+def test_bad_input_names_the_argument(kwargs, error, says):
+    with pytest.raises(error, match=says):
+        DistributedWeightedSampler(**kwargs)
+
+
+def test_bad_epoch():
+    with pytest.raises(TypeError, match="epoch must be an int"):
+        DistributedWeightedSampler([1.0]).set_epoch(1.5)
