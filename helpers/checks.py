@@ -1,10 +1,13 @@
 """Self-checks for the exercises: each gives a one-line verdict the learner can act on."""
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import numpy as np
 
 STRICT_VAR = "COURSE_CHECKS_MUST_PASS"
 Status = Literal["passed", "failed", "not implemented yet"]
@@ -49,21 +52,52 @@ def _call_repr(name: str, args: Sequence[Any]) -> str:
     return f"{name}({', '.join(repr(a) for a in args)})"
 
 
+class _NotImplemented(Exception):
+    """The learner's stub is still in place."""
+
+
+def _call(exercise: str, fn: Callable[..., Any], args: Sequence[Any]) -> Any:
+    """Call the learner's function; a stub's NotImplementedError becomes _NotImplemented."""
+    try:
+        return fn(*args)
+    except NotImplementedError as exc:
+        if str(exc).startswith(f"Exercise {exercise}"):
+            raise _NotImplemented from exc
+        raise
+
+
+def _not_implemented(exercise: str, name: str) -> CheckResult:
+    return _finish(CheckResult(exercise, "not implemented yet", f"replace the `raise NotImplementedError` in {name} with your code"))
+
+
+def _same(got: Any, expected: Any, kind: type) -> tuple[bool, str]:
+    """Whether `got` is the right answer of type `kind`; the reason when not."""
+    if kind is float:
+        if isinstance(got, bool) or not isinstance(got, (float, int)):
+            return False, f"of type {type(got).__name__}; expected a float"
+        return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9), ""
+    if kind is list:
+        try:
+            values = [int(v) if float(v) == int(v) else float(v) for v in got]
+        except (TypeError, ValueError, OverflowError):
+            return False, f"of type {type(got).__name__}; expected a sequence of numbers"
+        return values == list(expected), ""
+    if type(got) is not kind:
+        return False, f"of type {type(got).__name__}; expected {kind.__name__}"
+    return got == expected, ""
+
+
 def check_function(exercise: str, fn: Any, name: str, cases: Sequence[Case], kind: type = int) -> CheckResult:
-    """Call the learner's `fn` on each case; the first wrong answer becomes the verdict."""
+    """Call the learner's `fn` on each case; the first wrong answer becomes the verdict (kind: int, float or list)."""
     if not callable(fn):
         return _finish(CheckResult(exercise, "failed", f"expected the function {name}, got {fn!r}"))
     for case in cases:
         call = _call_repr(name, case.args)
         expects_error = isinstance(case.expected, type) and issubclass(case.expected, BaseException)
         try:
-            got = fn(*case.args)
-        except NotImplementedError as exc:
-            if str(exc).startswith(f"Exercise {exercise}"):
-                return _finish(CheckResult(
-                    exercise, "not implemented yet", f"replace the `raise NotImplementedError` in {name} with your code"
-                ))
-            return _finish(CheckResult(exercise, "failed", f"{call} raised NotImplementedError: {exc}"))
+            got = _call(exercise, fn, case.args)
+        except _NotImplemented:
+            return _not_implemented(exercise, name)
         except Exception as exc:
             if expects_error and isinstance(exc, case.expected):
                 continue
@@ -72,11 +106,10 @@ def check_function(exercise: str, fn: Any, name: str, cases: Sequence[Case], kin
             return _finish(CheckResult(
                 exercise, "failed", f"{call} returned {got!r}; expected {case.expected.__name__} ({case.why})"
             ))
-        if type(got) is not kind:
-            return _finish(CheckResult(
-                exercise, "failed", f"{call} returned {got!r} of type {type(got).__name__}; expected {kind.__name__}"
-            ))
-        if got != case.expected:
+        right, wrong_type = _same(got, case.expected, kind)
+        if wrong_type:
+            return _finish(CheckResult(exercise, "failed", f"{call} returned {got!r} {wrong_type}"))
+        if not right:
             return _finish(CheckResult(
                 exercise, "failed", f"{call} returned {got!r}, expected {case.expected!r}: {case.why}"
             ))
@@ -99,3 +132,189 @@ WORKERS_PER_RANK_CASES: tuple[Case, ...] = (
 def check_workers_per_rank(fn: Callable[[int, int], int]) -> CheckResult:
     """Exercise 00.1: num_workers per rank so that ranks x (1 main + workers) fits the usable cores."""
     return check_function("00.1", fn, "workers_per_rank", WORKERS_PER_RANK_CASES)
+
+
+def _failed(exercise: str, detail: str) -> CheckResult:
+    return _finish(CheckResult(exercise, "failed", detail))
+
+
+def _passed(exercise: str, detail: str) -> CheckResult:
+    return _finish(CheckResult(exercise, "passed", detail))
+
+
+CLASS_COUNTS_CASES: tuple[Case, ...] = (
+    Case(([0, 2, 2, 2], 3), [1, 0, 3], "class 1 has no sample and must still count 0"),
+    Case(([1, 1], 4), [0, 2, 0, 0], "num_classes=4 means four counts, even when classes 0, 2 and 3 are absent"),
+    Case(([2, 0, 2, 1, 2], 3), [1, 1, 3], "counts are in class order 0, 1, 2, not in order of appearance"),
+    Case(([], 2), [0, 0], "no labels: every class counts 0"),
+)
+
+
+def check_class_counts(fn: Callable[[Sequence[int], int], Sequence[int]]) -> CheckResult:
+    """Exercise 01.1: samples per class from the labels, empty classes kept, in class order."""
+    return check_function("01.1", fn, "count_classes", CLASS_COUNTS_CASES, kind=list)
+
+
+IMBALANCE_RATIO_CASES: tuple[Case, ...] = (
+    Case(([10000, 2000, 500],), 20.0, "largest count / smallest count"),
+    Case(([5, 5],), 1.0, "a balanced dataset has ratio 1"),
+    Case(([3, 12, 6],), 4.0, "the largest and smallest need not be the first and last class"),
+    Case(([1, 100],), 100.0, "the ratio is largest / smallest, so it is at least 1"),
+    Case(([10, 0, 5],), ValueError, "a class with zero samples makes the ratio infinite: raise ValueError naming counts"),
+)
+
+
+def check_imbalance_ratio(fn: Callable[[Sequence[int]], float]) -> CheckResult:
+    """Exercise 01.2: the imbalance ratio, largest class over smallest."""
+    return check_function("01.2", fn, "ratio", IMBALANCE_RATIO_CASES, kind=float)
+
+
+def check_stratified_split(fn: Callable[[Any, float, int], tuple[Any, Any]]) -> CheckResult:
+    """Exercise 01.3: every class gets its share of the validation set, for every seed."""
+    exercise, name = "01.3", "stratified_split"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    labels = np.repeat(np.arange(3), [200, 30, 5])
+    np.random.default_rng(0).shuffle(labels)
+    val_sets = set()
+    for seed in range(10):
+        call = f"{name}(labels with counts [200, 30, 5], 0.2, seed={seed})"
+        try:
+            train_idx, val_idx = _call(exercise, fn, (labels, 0.2, seed))
+            train_idx, val_idx = np.asarray(train_idx), np.asarray(val_idx)
+        except _NotImplemented:
+            return _not_implemented(exercise, name)
+        except Exception as exc:
+            return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+        if train_idx.dtype == bool or val_idx.dtype == bool:
+            return _failed(exercise, f"{call} returned boolean masks; return two arrays of indices")
+        both = np.concatenate([train_idx, val_idx]).astype(np.int64)
+        if len(np.intersect1d(train_idx, val_idx)):
+            return _failed(exercise, f"{call}: {len(np.intersect1d(train_idx, val_idx))} indices are in both train and validation")
+        if sorted(both.tolist()) != list(range(len(labels))):
+            return _failed(exercise, f"{call}: train and validation together must hold every index 0..{len(labels) - 1} exactly once")
+        val_counts = np.bincount(labels[val_idx], minlength=3)
+        wanted = 0.2 * np.array([200, 30, 5])
+        if np.any(np.abs(val_counts - wanted) >= 1):
+            return _failed(exercise, f"{call} put {val_counts.tolist()} samples per class in validation; "
+                           f"stratified means about {wanted.tolist()} (a random split of all indices is not stratified)")
+        val_sets.add(tuple(np.sort(val_idx).tolist()))
+    if len(val_sets) == 1:
+        return _failed(exercise, f"{name} returned the same split for 10 different seeds: shuffle each class with the seed")
+    return _passed(exercise, f"{name} gave every class its share of validation for 10 seeds")
+
+
+BALANCED_ACCURACY_CASES: tuple[Case, ...] = (
+    Case(([0] * 7 + [1] * 2 + [2], [0] * 10), 1 / 3, "always predicting the majority: recall 1, 0, 0, mean 1/3 (not the 0.7 accuracy)"),
+    Case(([0, 1, 2, 2], [0, 1, 2, 2]), 1.0, "all right: every class's recall is 1"),
+    Case(([0, 0, 1], [0, 1, 1]), 0.75, "class 0 recall 1/2, class 1 recall 1: mean 0.75"),
+    Case(([0, 0, 1], [0, 2, 1]), 0.75, "class 2 is predicted but never true: average over the classes in y_true only"),
+)
+
+
+def check_balanced_accuracy(fn: Callable[[Sequence[int], Sequence[int]], float]) -> CheckResult:
+    """Exercise 01.4: balanced accuracy, the mean per-class recall."""
+    return check_function("01.4", fn, "balanced_accuracy", BALANCED_ACCURACY_CASES, kind=float)
+
+
+def check_per_sample_weights(fn: Callable[[Any], Any]) -> CheckResult:
+    """Exercise 02.1: one weight per sample, giving every class the same total weight."""
+    exercise, name = "02.1", "per_sample_weights"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    for counts in ([90, 10], [500, 30, 5, 1]):
+        labels = np.repeat(np.arange(len(counts)), counts)
+        np.random.default_rng(1).shuffle(labels)
+        call = f"{name}(labels with counts {counts})"
+        try:
+            weights = np.asarray(_call(exercise, fn, (labels,)), dtype=np.float64)
+        except _NotImplemented:
+            return _not_implemented(exercise, name)
+        except Exception as exc:
+            return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+        if weights.shape == (len(counts),):
+            return _failed(exercise, f"{call} returned {len(counts)} weights for {len(labels)} labels: one per class. "
+                           "WeightedRandomSampler needs one weight per sample: index the class weights by the labels")
+        if weights.shape != (len(labels),):
+            return _failed(exercise, f"{call} returned shape {weights.shape}; expected ({len(labels)},), one weight per sample")
+        if not np.all(np.isfinite(weights)) or np.any(weights <= 0):
+            return _failed(exercise, f"{call} returned weights that are not all positive and finite")
+        mass = np.bincount(labels, weights=weights)
+        if not np.allclose(mass, mass[0], rtol=1e-6):
+            return _failed(exercise, f"{call}: classes get total weight {np.round(mass / mass.sum(), 3).tolist()}; "
+                           "inverse-frequency weights give every class the same share")
+    return _passed(exercise, f"{name} gives one weight per sample and every class the same total weight")
+
+
+def check_balanced_sampler(fn: Callable[[Any, int], Any]) -> CheckResult:
+    """Exercise 02.2: a sampler whose draws are balanced across classes and reach beyond indices 0..C-1."""
+    exercise, name = "02.2", "balanced_sampler"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    labels = np.repeat(np.arange(3), [900, 90, 10])
+    np.random.default_rng(2).shuffle(labels)
+    call = f"{name}(labels with counts [900, 90, 10], num_samples=3000)"
+    try:
+        sampler = _call(exercise, fn, (labels, 3000))
+        drawn = np.array(list(sampler), dtype=np.int64)
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception as exc:
+        return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+    if len(drawn) != 3000:
+        return _failed(exercise, f"{call} drew {len(drawn)} indices; the epoch should have num_samples=3000")
+    distinct = np.unique(drawn)
+    if len(distinct) <= 3:
+        return _failed(exercise, f"{call} only ever drew indices {distinct.tolist()}: the per-class weights were passed as "
+                       "per-sample weights, so the sampler chooses among 3 'samples'")
+    share = np.bincount(labels[drawn], minlength=3) / len(drawn)
+    if np.any(np.abs(share - 1 / 3) > 0.05):
+        return _failed(exercise, f"{call} drew classes in shares {np.round(share, 3).tolist()}; balanced is about 1/3 each "
+                       "(replacement=False cannot rebalance: every index appears at most once)")
+    return _passed(exercise, f"{name} drew classes in shares {np.round(share, 2).tolist()} from {len(distinct)} distinct samples")
+
+
+def check_focal_loss(fn: Callable[..., Any]) -> CheckResult:
+    """Exercise 02.3: a focal loss equal to helpers.losses.focal_loss (mean reduction) for several gammas."""
+    import torch
+    import torch.nn.functional as F
+
+    from helpers.losses import focal_loss
+
+    exercise, name = "02.3", "my_focal_loss"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(32, 4, generator=generator) * 3
+    target = torch.randint(0, 4, (32,), generator=generator)
+    for gamma in (0.0, 1.0, 2.0, 5.0):
+        call = f"{name}(logits, target, gamma={gamma})"
+        try:
+            got = _call(exercise, fn, (logits.clone(), target.clone(), gamma))
+        except _NotImplemented:
+            return _not_implemented(exercise, name)
+        except Exception as exc:
+            return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+        if not isinstance(got, torch.Tensor) or got.ndim != 0:
+            return _failed(exercise, f"{call} returned {got!r}; expected a 0-d tensor (the mean over the batch)")
+        expected = focal_loss(logits, target, gamma=gamma)
+        if not torch.allclose(got.float(), expected, rtol=1e-4, atol=1e-6):
+            hint = " At gamma=0 it must equal F.cross_entropy." if gamma == 0 else " Use p_t, the probability of the *true* class."
+            return _failed(exercise, f"{call} returned {got.item():.5f}, expected {expected.item():.5f}.{hint}")
+    assert torch.allclose(focal_loss(logits, target, gamma=0.0), F.cross_entropy(logits, target))
+    return _passed(exercise, f"{name} matches helpers.losses.focal_loss for gamma 0, 1, 2, 5 (and cross-entropy at 0)")
+
+
+COVERAGE_CASES: tuple[Case, ...] = (
+    Case(([900, 100], 0.9), 4144, "each draw picks a given majority sample with probability 1/(2*900): "
+         "solve 1 - (1 - 1/1800)^S >= 0.9 for the smallest S"),
+    Case(([100, 900], 0.9), 4144, "the majority class is the largest count, wherever it is"),
+    Case(([4000, 400, 40], 0.5), 8318, "three classes: each gets 1/3 of the draws"),
+    Case(([900, 100], 0.0), ValueError, "coverage must be in (0, 1): 0 needs no samples"),
+    Case(([900, 100], 1.0), ValueError, "coverage must be in (0, 1): 1 is never certain when drawing with replacement"),
+)
+
+
+def check_num_samples_for_coverage(fn: Callable[[Sequence[int], float], int]) -> CheckResult:
+    """Exercise 02.4: the smallest num_samples whose balanced epoch sees `coverage` of the majority class."""
+    return check_function("02.4", fn, "num_samples_for_coverage", COVERAGE_CASES)

@@ -37,6 +37,20 @@ LESSONS: tuple[Lesson, ...] = (
         needs="cpu",
         minutes=20,
     ),
+    Lesson(
+        stem="01_imbalance_analysis",
+        title="Measuring class imbalance",
+        learn="counts from labels, imbalance ratio, effective number, why accuracy lies, stratified splits, what each DDP rank sees",
+        needs="cpu",
+        minutes=40,
+    ),
+    Lesson(
+        stem="02_rebalancing",
+        title="Rebalancing: samplers, weights and losses",
+        learn="per-sample weights, batch mix and epoch coverage, five sampler traps, memory measured, a fair comparison of six strategies",
+        needs="cpu",
+        minutes=45,
+    ),
 )
 
 

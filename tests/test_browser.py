@@ -20,9 +20,12 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
+# The open notebook's panel (JupyterLab keeps other tabs in the DOM, hidden).
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 ALL_RAN = """() => {
   const idle = document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']");
-  const prompts = [...document.querySelectorAll(".jp-CodeCell .jp-InputPrompt")].map(p => p.innerText.trim());
+  const panel = document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden)");
+  const prompts = panel ? [...panel.querySelectorAll(".jp-CodeCell .jp-InputPrompt")].map(p => p.innerText.trim()) : [];
   return idle && prompts.length > 0 && prompts.every(p => /^\\[\\d+\\]:$/.test(p));
 }"""
 WIDGET_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if "ipywidgets" in p.read_text())
@@ -98,7 +101,8 @@ def test_notebook_runs_and_widgets_respond(lab, notebook):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}/lab/tree/{notebook.name}?token={token}")
+            # `reset`: a fresh workspace, so the notebooks opened by earlier tests are not reopened beside this one
+            page.goto(f"{url}/lab/tree/{notebook.name}?reset&token={token}")
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
             page.get_by_text("Feed the GPUs (.venv) | Idle").wait_for(timeout=90_000)  # the course kernel is up
             page.click("li.lm-MenuBar-item >> text=Run")
@@ -107,14 +111,14 @@ def test_notebook_runs_and_widgets_respond(lab, notebook):
             try:  # every code cell has run (an error stops Run All, leaving later prompts empty)
                 page.wait_for_function(ALL_RAN, timeout=180_000)
             except Exception:
-                prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
-                text = " ".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+                prompts = page.locator(f"{PANEL} .jp-CodeCell .jp-InputPrompt").all_inner_texts()
+                text = " ".join(page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts())
                 pytest.fail(f"Run All did not finish: prompts {prompts}; outputs end with {text[-1500:]}")
-            outputs = " ".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+            outputs = " ".join(page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts())
             assert "Traceback (most recent call last)" not in outputs, "a cell raised: see the notebook's error output"
-            sliders = page.locator(".jupyter-widgets.widget-slider")
+            sliders = page.locator(f"{PANEL} .jupyter-widgets.widget-slider")
             assert sliders.count() > 0, "no slider rendered: is the ipywidgets front end missing?"
-            output = page.locator(".widget-output").first
+            output = page.locator(f"{PANEL} .widget-output").first
             for index in range(sliders.count()):
                 handle = sliders.nth(index).locator(".noUi-handle")
                 handle.scroll_into_view_if_needed()
