@@ -260,7 +260,10 @@ def check_balanced_sampler(fn: Callable[[Any, int], Any]) -> CheckResult:
     except _NotImplemented:
         return _not_implemented(exercise, name)
     except Exception as exc:
-        return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+        hint = ""
+        if "without replacement" in str(exc):
+            hint = ". replacement=False draws each index at most once, so it can neither make 3000 draws from 1000 samples nor rebalance"
+        return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}{hint}")
     if len(drawn) != 3000:
         return _failed(exercise, f"{call} drew {len(drawn)} indices; the epoch should have num_samples=3000")
     distinct = np.unique(drawn)

@@ -117,6 +117,7 @@ CHECKS = [
         (lambda labels, n: WeightedRandomSampler(1.0 / np.bincount(labels), n), "only ever drew indices [0, 1, 2]"),
         (lambda labels, n: WeightedRandomSampler(imbalance.sample_weights(labels), len(labels), replacement=False), "drew 1000"),
         (lambda labels, n: WeightedRandomSampler(torch.ones(len(labels)), n), "shares"),
+        (lambda labels, n: WeightedRandomSampler(imbalance.sample_weights(labels), n, replacement=False), "can neither make 3000 draws"),
     ]),
     (checks.check_focal_loss, "02.3", focal_right, [
         (lambda x, t, g: F.cross_entropy(x, t), "gamma=1.0"),  # forgets the focusing term
