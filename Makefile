@@ -8,7 +8,7 @@ KERNEL := feed-the-gpus
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test exercises strip check gpu-check clean
+.PHONY: lab test exercises strip check gpu-check bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
@@ -38,6 +38,10 @@ strip: $(STAMP)
 ## gpu-check: on a CUDA machine, the suite with every CUDA section required to run
 gpu-check: $(STAMP)
 	COURSE_REQUIRE_CUDA=1 $(PY) -m pytest
+
+## bench: measure lesson 03's loader effects side by side; exits non-zero when one misses its target
+bench: $(STAMP)
+	$(PY) tools/bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

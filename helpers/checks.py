@@ -321,3 +321,142 @@ COVERAGE_CASES: tuple[Case, ...] = (
 def check_num_samples_for_coverage(fn: Callable[[Sequence[int], float], int]) -> CheckResult:
     """Exercise 02.4: the smallest num_samples whose balanced epoch sees `coverage` of the majority class."""
     return check_function("02.4", fn, "num_samples_for_coverage", COVERAGE_CASES)
+
+
+class _TimedBatches:
+    """A stand-in loader: the first batch after `first_s` (worker start-up), then one every `every_s`; counts what was drawn."""
+
+    def __init__(self, first_s: float, every_s: float, batch_size: int, total: int) -> None:
+        self.first_s, self.every_s, self.batch_size, self.total = first_s, every_s, batch_size, total
+        self.drawn = 0
+
+    def __iter__(self):
+        import time
+
+        import torch
+
+        for index in range(self.total):
+            time.sleep(self.first_s if index == 0 else self.every_s)
+            self.drawn += 1
+            yield torch.zeros(self.batch_size, 3), torch.zeros(self.batch_size, dtype=torch.int64)
+
+
+def check_steady_samples_per_s(fn: Callable[[Any, int, int], float]) -> CheckResult:
+    """Exercise 03.1: samples/s after warm-up, with start-up (the first batch) left out."""
+    exercise, name = "03.1", "steady_samples_per_s"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    loader = _TimedBatches(first_s=0.3, every_s=0.01, batch_size=8, total=40)
+    call = f"{name}(loader whose first batch takes 300 ms and then one batch of 8 every 10 ms, warmup_batches=1, num_batches=10)"
+    try:
+        got = _call(exercise, fn, (loader, 1, 10))
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception as exc:
+        return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return _failed(exercise, f"{call} returned {got!r}; expected samples per second as a float")
+    if loader.drawn != 11:
+        return _failed(exercise, f"{call} drew {loader.drawn} batches; it should draw warmup_batches + num_batches = 11 and stop")
+    if got < 300:
+        return _failed(exercise, f"{call} returned {got:.0f} samples/s; the steady rate is about 800. "
+                       "Start the clock after the warm-up batches: the first batch's 300 ms is start-up, not throughput")
+    if got > 840:
+        return _failed(exercise, f"{call} returned {got:.0f} samples/s, faster than the loader can deliver (at most 800): "
+                       "count only the samples of the timed batches (not the warm-up ones), over the time they took")
+    return _passed(exercise, f"{name} measured {got:.0f} samples/s (the loader delivers at most 800 after start-up)")
+
+
+KNEE_CASES: tuple[Case, ...] = (
+    Case(([0, 1, 2, 4, 8], [100.0, 190.0, 370.0, 380.0, 375.0]), 2, "2 workers already reach 97 % of the best (380): more buy nothing"),
+    Case(([0, 2, 4, 8, 16], [50.0, 100.0, 200.0, 390.0, 400.0]), 8, "8 workers reach 97.5 % of the best; 4 only 50 %"),
+    Case(([0, 1], [100.0, 100.0]), 0, "when no value beats the first by more than the tolerance, the smallest value is the knee"),
+    Case(([0, 1, 2, 4], [100.0, 190.0, 370.0, 380.0], 0.02), 4, "with tolerance=0.02 only 4 workers are within 2 % of the best: use the tolerance argument"),
+    Case(([0, 1, 2], [100.0, 200.0]), ValueError, "values and samples_per_s must have the same length"),
+)
+
+
+def check_knee(fn: Callable[[Sequence[int], Sequence[float]], int]) -> CheckResult:
+    """Exercise 03.2: the smallest num_workers whose samples/s is within 10 % of the sweep's best."""
+    return check_function("03.2", fn, "knee", KNEE_CASES)
+
+
+def check_getitems(dataset_class: Any) -> CheckResult:
+    """Exercise 03.3: a `__getitems__` that returns the batch already stacked, called once per batch."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from helpers.workloads import InMemoryDataset, collate_stacked
+
+    exercise, name = "03.3", "MyBatchedDataset.__getitems__"
+    if not (isinstance(dataset_class, type) and issubclass(dataset_class, InMemoryDataset)):
+        return _failed(exercise, f"expected a subclass of helpers.workloads.InMemoryDataset, got {dataset_class!r}")
+    dataset = dataset_class(num_items=1000, seed=3)
+    try:
+        _call(exercise, dataset.__getitems__, ([0, 1, 2],))
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception as exc:
+        return _failed(exercise, f"{name}([0, 1, 2]) raised {type(exc).__name__}: {exc}")
+    calls = []
+    original = dataset.__getitems__
+    dataset.__getitems__ = lambda indices: calls.append(list(indices)) or original(indices)
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, collate_fn=collate_stacked, generator=torch.Generator().manual_seed(0))
+    try:
+        batches = list(loader)
+    except Exception as exc:
+        return _failed(exercise, f"iterating a DataLoader over it raised {type(exc).__name__}: {exc}")
+    first = batches[0]
+    if not (isinstance(first, (tuple, list)) and len(first) == 2 and all(isinstance(t, torch.Tensor) for t in first)):
+        return _failed(exercise, f"{name} returned {type(first).__name__} of {len(first) if hasattr(first, '__len__') else '?'} "
+                       "items; return two tensors: the batch's features [B, 16] and labels [B], already stacked")
+    if [len(c) for c in calls[:2]] != [64, 64] or len(calls) != len(batches):
+        return _failed(exercise, f"the DataLoader called {name} {len(calls)} times for {len(batches)} batches; it should be once per batch of 64")
+    rows = torch.tensor(calls[0])
+    if not (torch.equal(first[0], dataset.features[rows]) and torch.equal(first[1], dataset.labels[rows])):
+        return _failed(exercise, f"{name} returned the wrong rows: batch k must hold features[indices] and labels[indices], in order")
+    return _passed(exercise, f"{name} was called once per batch ({len(batches)} batches) and returned the right rows, stacked")
+
+
+def check_seed_worker(fn: Callable[[int], None]) -> CheckResult:
+    """Exercise 03.4: a worker_init_fn that gives each worker's numpy generator its own, reproducible seed."""
+    import multiprocessing
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from helpers.workloads import NumpyRngDataset
+
+    exercise, name = "03.4", "seed_numpy_worker"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    try:
+        _call(exercise, fn, (0,))  # outside a worker: only a stub's NotImplementedError matters here
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception:
+        pass
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return _failed(exercise, "this check runs a function defined in the notebook in worker processes, which needs "
+                       "the fork start method (Linux, macOS); on Windows use WSL2")
+
+    def draws(seed: int) -> list[list[float]]:
+        loader = DataLoader(NumpyRngDataset(num_items=16, seed=0), batch_size=4, num_workers=2, worker_init_fn=fn,
+                            generator=torch.Generator().manual_seed(seed), multiprocessing_context="fork")
+        batches = [batch.tolist() for batch in loader]
+        return [sum(batches[worker::2], []) for worker in (0, 1)]
+
+    try:
+        first, again, other = draws(0), draws(0), draws(1)
+    except Exception as exc:
+        return _failed(exercise, f"a DataLoader with worker_init_fn={name} raised {type(exc).__name__}: {str(exc)[:300]}")
+    if first[0] == first[1]:
+        return _failed(exercise, "both workers drew the same numbers: replace the worker's copy of the dataset's generator, "
+                       "info.dataset.rng, with one seeded from info.seed (np.random.seed does not touch it)")
+    if first != again:
+        return _failed(exercise, "two loaders with the same generator seed drew different numbers: seed from "
+                       "get_worker_info().seed, not from the clock or os.urandom, so runs are reproducible")
+    if first == other:
+        return _failed(exercise, "loaders with different generator seeds drew the same numbers, so every epoch repeats its "
+                       "'random' augmentations: seed from get_worker_info().seed, which changes with the base seed, not from worker_id alone")
+    return _passed(exercise, f"{name}: workers draw different numbers, reproducibly, and a new base seed gives new draws")

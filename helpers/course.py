@@ -51,6 +51,13 @@ LESSONS: tuple[Lesson, ...] = (
         needs="cpu",
         minutes=45,
     ),
+    Lesson(
+        stem="03_loader_bottlenecks",
+        title="Finding the input bottleneck",
+        learn="a loader benchmark you can trust, num_workers for CPU- and I/O-bound items, data wait vs compute, start-up, __getitems__, copy-on-read memory, worker seeds, debugging moves",
+        needs="2+ cores",
+        minutes=50,
+    ),
 )
 
 

@@ -1,13 +1,14 @@
 """Every self-check passes the right answer and rejects typical wrong ones with an actionable line."""
 import math
+import time
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.data import WeightedRandomSampler
+from torch.utils.data import WeightedRandomSampler, get_worker_info
 
-from helpers import checks, data, imbalance, losses, metrics
+from helpers import checks, data, imbalance, losses, metrics, workloads
 
 
 def right(usable_cores, ranks_per_node):
@@ -139,6 +140,107 @@ def test_lesson_checks(check, exercise, right_fn, wrongs):
     result = check(right_fn)
     assert result.passed and str(result).startswith(f"Exercise {exercise} passed:"), result
     assert check(stub_for(exercise)).status == "not implemented yet"
+    assert check("not a function").status == "failed"
+    for wrong, says in wrongs:
+        verdict = check(wrong)
+        assert verdict.status == "failed" and says in verdict.detail, (says, verdict)
+
+
+# Lesson 03: the same contract, with loaders and worker processes.
+def benchmark_right(loader, warmup_batches, num_batches):
+    iterator = iter(loader)
+    for _ in range(warmup_batches):
+        next(iterator)
+    start = time.perf_counter()
+    samples = sum(len(next(iterator)[0]) for _ in range(num_batches))
+    return samples / (time.perf_counter() - start)
+
+
+def benchmark_with_startup(loader, warmup_batches, num_batches):
+    start, samples = time.perf_counter(), 0
+    for index, batch in enumerate(loader):
+        samples += len(batch[0])
+        if index + 1 == warmup_batches + num_batches:
+            break
+    return samples / (time.perf_counter() - start)
+
+
+def benchmark_whole_epoch(loader, warmup_batches, num_batches):
+    start = time.perf_counter()
+    return sum(len(batch[0]) for batch in loader) / (time.perf_counter() - start)
+
+
+def knee_right(values, rates, tolerance=0.1):
+    if len(values) != len(rates):
+        raise ValueError("values and samples_per_s must have the same length")
+    return min(v for v, r in zip(values, rates) if r >= (1 - tolerance) * max(rates))
+
+
+class GetitemsRight(workloads.InMemoryDataset):
+    def __getitems__(self, indices):
+        rows = torch.as_tensor(indices)
+        return self.features[rows], self.labels[rows]
+
+
+class GetitemsListOfSamples(workloads.InMemoryDataset):
+    def __getitems__(self, indices):
+        return [self[i] for i in indices]
+
+
+class GetitemsSorted(workloads.InMemoryDataset):
+    def __getitems__(self, indices):
+        rows = torch.as_tensor(sorted(indices))
+        return self.features[rows], self.labels[rows]
+
+
+class GetitemsStub(workloads.InMemoryDataset):
+    def __getitems__(self, indices):
+        raise NotImplementedError("Exercise 03.3: replace this line with your code")
+
+
+def seed_right(worker_id):
+    info = get_worker_info()
+    info.dataset.rng = np.random.default_rng(info.seed)
+
+
+def seed_by_worker_id(worker_id):
+    get_worker_info().dataset.rng = np.random.default_rng(worker_id)
+
+
+def seed_legacy_global(worker_id):
+    np.random.seed(get_worker_info().seed % 2**32)
+
+
+LESSON_03_CHECKS = [
+    (checks.check_steady_samples_per_s, "03.1", benchmark_right, [
+        (benchmark_with_startup, "Start the clock after the warm-up"),
+        (benchmark_whole_epoch, "drew 40 batches"),
+        (lambda loader, w, n: int(benchmark_right(loader, w, n) > 0), "samples/s"),
+    ], stub_for("03.1")),
+    (checks.check_knee, "03.2", knee_right, [
+        (lambda values, rates, tolerance=0.1: values[int(np.argmax(rates))] if len(values) == len(rates) else knee_right(values, rates), "returned 4"),
+        (lambda values, rates, tolerance=0.1: values[-1] if len(values) == len(rates) else knee_right(values, rates), "returned 8"),
+        (lambda values, rates, tolerance=0.1: min(v for v, r in zip(values, rates) if r >= (1 - tolerance) * max(rates)), "expected ValueError"),
+        (lambda values, rates, tolerance=0.1: knee_right(values, rates, 0.1), "use the tolerance argument"),
+    ], stub_for("03.2")),
+    (checks.check_getitems, "03.3", GetitemsRight, [
+        (GetitemsListOfSamples, "already stacked"),
+        (GetitemsSorted, "wrong rows"),
+        (workloads.InMemoryDataset, "raised AttributeError"),
+    ], GetitemsStub),
+    (checks.check_seed_worker, "03.4", seed_right, [
+        (seed_by_worker_id, "every epoch repeats"),
+        (seed_legacy_global, "np.random.seed does not touch it"),
+        (lambda worker_id: get_worker_info().dataset.__setattr__("rng", np.random.default_rng()), "reproducible"),
+    ], stub_for("03.4")),
+]
+
+
+@pytest.mark.parametrize("check, exercise, right_answer, wrongs, stub", LESSON_03_CHECKS, ids=[c[1] for c in LESSON_03_CHECKS])
+def test_lesson_03_checks(check, exercise, right_answer, wrongs, stub):
+    result = check(right_answer)
+    assert result.passed and str(result).startswith(f"Exercise {exercise} passed:"), result
+    assert check(stub).status == "not implemented yet"
     assert check("not a function").status == "failed"
     for wrong, says in wrongs:
         verdict = check(wrong)

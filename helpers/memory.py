@@ -1,0 +1,67 @@
+"""Memory of DataLoader worker processes: USS/PSS/RSS, to see copy-on-read growth that RSS hides (lesson 03)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+from torch.utils.data import DataLoader
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MemorySample:
+    """One process's memory in MiB: USS (only its own pages), PSS (shared pages split among sharers), RSS (all resident pages) (lesson 03)."""
+
+    uss_mib: float
+    pss_mib: float
+    rss_mib: float
+
+
+def process_memory(pid: int | None = None) -> MemorySample:
+    """USS, PSS and RSS of process `pid` (this process when None), in MiB (lesson 03)."""
+    info = psutil.Process(pid).memory_full_info()
+    return MemorySample(uss_mib=info.uss / MIB, pss_mib=getattr(info, "pss", float("nan")) / MIB, rss_mib=info.rss / MIB)
+
+
+@dataclass(frozen=True)
+class WorkerMemory:
+    """A loader worker's memory after its epoch's first batch (`start`) and after the last (`end`) (lesson 03)."""
+
+    worker_id: int
+    pid: int
+    start: MemorySample
+    end: MemorySample
+
+    @property
+    def uss_growth_mib(self) -> float:
+        """How much the worker's own (unshared) memory grew during the epoch, in MiB."""
+        return self.end.uss_mib - self.start.uss_mib
+
+    def __str__(self) -> str:
+        parts = [
+            f"{name} {getattr(self.start, key):6.1f} -> {getattr(self.end, key):6.1f} MiB"
+            for name, key in (("USS", "uss_mib"), ("PSS", "pss_mib"), ("RSS", "rss_mib"))
+        ]
+        return f"worker {self.worker_id} (pid {self.pid}): " + ", ".join(parts)
+
+
+def worker_memory(loader: DataLoader) -> list[WorkerMemory]:
+    """Run one epoch of `loader` and measure each worker after the first batch and after the last, before the workers exit (lesson 03)."""
+    if not isinstance(loader, DataLoader):
+        raise TypeError(f"loader must be a torch.utils.data.DataLoader, got {type(loader).__name__}")
+    if loader.num_workers < 1:
+        raise ValueError(f"loader.num_workers must be at least 1 to have worker processes, got {loader.num_workers}")
+    num_batches = len(loader)  # stop before StopIteration: a finished non-persistent iterator ends its workers
+    iterator: Any = iter(loader)
+    try:
+        next(iterator)
+        pids = [worker.pid for worker in iterator._workers]  # private: worker Processes by id (tests catch a rename)
+        start = [process_memory(pid) for pid in pids]
+        for _ in range(num_batches - 1):
+            next(iterator)
+        end = [process_memory(pid) for pid in pids]
+    finally:
+        del iterator
+    return [WorkerMemory(worker_id=i, pid=pid, start=s, end=e) for i, (pid, s, e) in enumerate(zip(pids, start, end))]

@@ -1,0 +1,211 @@
+"""helpers.loading: the benchmark excludes warm-up, sweeps give one row per value, the step timer splits wait from compute."""
+import time
+
+import numpy as np
+import psutil
+import pytest
+import torch
+from matplotlib.figure import Figure
+from torch.utils.data import DataLoader, Dataset
+
+from helpers.loading import LoaderSweep, StepTimer, benchmark_loader, count_samples, sweep_loader
+from helpers.workloads import InMemoryDataset
+
+
+class SlowFirstItem(Dataset):
+    """Item 0 sleeps `delay` seconds; every other item is instant."""
+
+    def __init__(self, num_items=12, delay=0.5):
+        self.num_items, self.delay = num_items, delay
+
+    def __len__(self):
+        return self.num_items
+
+    def __getitem__(self, index):
+        if index == 0:
+            time.sleep(self.delay)
+        return torch.tensor([float(index)])
+
+
+def new_children(before):
+    """Child processes started since `before` (a set of pids)."""
+    return [p for p in psutil.Process().children() if p.pid not in before]
+
+
+def still_running(before):
+    """New child processes still alive after giving exiting ones up to 5 s."""
+    return psutil.wait_procs(new_children(before), timeout=5)[1]
+
+
+@pytest.mark.parametrize(
+    ("batch", "count"),
+    [
+        (torch.zeros(5, 3), 5),
+        (np.zeros((4, 2)), 4),
+        ((torch.zeros(6), torch.zeros(6)), 6),
+        ([["a.png", "b.png"], torch.zeros(2, 3)], 2),
+        ({"label": torch.zeros(7), "image": torch.zeros(7, 3)}, 7),
+        (torch.tensor(3.0), 1),
+    ],
+)
+def test_count_samples_finds_the_first_tensor(batch, count):
+    assert count_samples(batch) == count
+
+
+def test_count_samples_without_tensor_names_the_type():
+    with pytest.raises(TypeError, match="batch of type list"):
+        count_samples(["a", "b"])
+
+
+def test_benchmark_excludes_the_warm_up_batch():
+    loader = DataLoader(SlowFirstItem(delay=0.5), batch_size=1)
+    result = benchmark_loader(loader, warmup_batches=1)
+    assert result.first_batch_s >= 0.5
+    assert result.num_batches == 11 == len(result.batch_times_s) and result.num_samples == 11
+    assert sum(result.batch_times_s) < 0.25, result.batch_times_s  # the slow first item is not in steady state
+    assert result.samples_per_s == pytest.approx(11 / sum(result.batch_times_s))
+    assert "samples/s" in str(result)
+
+
+def test_benchmark_without_warm_up_counts_the_first_batch():
+    result = benchmark_loader(DataLoader(SlowFirstItem(delay=0.3), batch_size=1), warmup_batches=0)
+    assert result.num_batches == 12 and result.batch_times_s[0] == result.first_batch_s >= 0.3
+
+
+def test_benchmark_stops_after_num_batches_and_counts_a_partial_batch():
+    loader = DataLoader(InMemoryDataset(10), batch_size=4)
+    assert benchmark_loader(loader, num_batches=1).num_samples == 4
+    whole = benchmark_loader(loader)
+    assert whole.num_batches == 2 and whole.num_samples == 6  # batches of 4, 4, 2; the first is warm-up
+
+
+def test_benchmark_leaves_no_worker_running():
+    before = {p.pid for p in psutil.Process().children()}
+    loader = DataLoader(InMemoryDataset(4096), batch_size=16, num_workers=2)
+    result = benchmark_loader(loader, num_batches=2)  # stops early: the iterator still had batches
+    assert result.num_batches == 2
+    assert still_running(before) == []
+
+
+def test_persistent_workers_survive_between_benchmarks():
+    before = {p.pid for p in psutil.Process().children()}
+    loader = DataLoader(InMemoryDataset(256), batch_size=32, num_workers=1, persistent_workers=True)
+    benchmark_loader(loader)
+    kept = new_children(before)
+    assert len(kept) == 1
+    assert benchmark_loader(loader, num_batches=3).num_batches == 3
+    assert new_children(before) == kept  # the same worker served the second epoch
+    del loader
+    assert still_running(before) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"num_batches": 0}, ValueError, "num_batches"),
+        ({"num_batches": 2.0}, TypeError, "num_batches"),
+        ({"warmup_batches": -1}, ValueError, "warmup_batches"),
+        ({"warmup_batches": None}, TypeError, "warmup_batches"),
+        ({"num_batches": 5}, ValueError, "yielded 3 batches.*num_batches=5"),
+        ({"warmup_batches": 3}, ValueError, "yielded 3 batches.*warmup_batches=3"),
+    ],
+)
+def test_benchmark_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        benchmark_loader(DataLoader(InMemoryDataset(12), batch_size=4), **kwargs)
+
+
+def test_benchmark_of_an_empty_loader_says_so():
+    with pytest.raises(ValueError, match="yielded 0 batches"):
+        benchmark_loader([])
+
+
+def test_sweep_has_one_row_per_value_in_order():
+    sweep = sweep_loader(InMemoryDataset(512), values=[0, 1], repeats=2, progress=False, batch_size=64)
+    assert isinstance(sweep, LoaderSweep) and sweep.param == "num_workers"
+    assert [row.value for row in sweep.rows] == [0, 1] and all(len(row.runs) == 2 for row in sweep.rows)
+    assert all(row.samples_per_s > 0 and row.first_batch_s > 0 for row in sweep.rows)
+    assert sweep.best in (0, 1)
+    text = str(sweep).splitlines()
+    assert len(text) == 3 and "samples/s" in text[0]
+
+
+def test_sweep_over_batch_size_passes_the_value_on():
+    sweep = sweep_loader(InMemoryDataset(256), "batch_size", [16, 64], repeats=1, num_batches=2, progress=False)
+    assert [row.runs[0].num_samples for row in sweep.rows] == [32, 128]
+
+
+def test_sweep_plot_labels_axes():
+    sweep = sweep_loader(InMemoryDataset(128), values=[0], repeats=1, progress=False, batch_size=32, title="tiny")
+    ax = sweep.plot(Figure().subplots(), label="in memory")
+    assert ax.get_xlabel() == "num_workers" and "samples/s" in ax.get_ylabel() and ax.get_title() == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"param": "num_wokers"}, ValueError, "param"),
+        ({"param": "num_workers", "num_workers": 2}, ValueError, "param='num_workers'"),
+        ({"values": []}, ValueError, "values"),
+        ({"values": 4}, ValueError, "values"),
+        ({"values": [0, -1]}, ValueError, r"values\[1\] \(num_workers\)"),
+        ({"values": [0, 1.5]}, TypeError, r"values\[1\] \(num_workers\)"),
+        ({"param": "batch_size", "values": [0]}, ValueError, r"values\[0\] \(batch_size\)"),
+        ({"repeats": 0}, ValueError, "repeats"),
+        ({"batchsize": 4}, TypeError, "batchsize"),
+    ],
+)
+def test_sweep_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        sweep_loader(InMemoryDataset(16), progress=False, **kwargs)
+
+
+def slow_batches(count, delay):
+    """A stand-in loader: each batch takes `delay` seconds to arrive."""
+    for i in range(count):
+        time.sleep(delay)
+        yield torch.tensor([i])
+
+
+def test_step_timer_splits_data_wait_from_compute():
+    timer = StepTimer("cpu")
+    seen = [batch.item() for batch in timer.wrap(slow_batches(4, 0.06)) if time.sleep(0.015) is None]
+    assert seen == [0, 1, 2, 3] and len(timer.data_wait_s) == len(timer.compute_s) == 4
+    assert min(timer.data_wait_s) >= 0.06 and min(timer.compute_s) >= 0.015
+    assert 0.5 < timer.data_fraction() < 0.95  # 0.8 ideally; sleeps only ever run long
+    assert "waiting for data" in str(timer) and not torch.cuda.is_initialized()
+    timer.reset()
+    assert timer.data_wait_s == [] and "0 step(s)" in str(timer)
+
+
+def test_step_timer_records_steps_before_a_break():
+    timer = StepTimer()
+    for step, _ in enumerate(timer.wrap(range(10))):
+        if step == 3:
+            break
+    assert len(timer.compute_s) == 3
+
+
+def test_step_timer_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="device"):
+        StepTimer("gpu0")
+    timer = StepTimer()
+    list(timer.wrap(range(2)))
+    with pytest.raises(ValueError, match="skip_first=2"):
+        timer.data_fraction(skip_first=2)
+    with pytest.raises(ValueError, match="skip_first"):
+        timer.data_fraction(skip_first=-1)
+
+
+@pytest.mark.cuda
+def test_step_timer_waits_for_the_gpu():
+    timer = StepTimer("cuda")
+    x = torch.randn(4096, 4096, device="cuda")
+    for _ in timer.wrap(range(3)):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            x = torch.tanh(x @ x)
+        end.record()
+    torch.cuda.synchronize()
+    assert timer.compute_s[-1] >= 0.9 * start.elapsed_time(end) / 1000
