@@ -1,6 +1,8 @@
 """Measuring class imbalance and turning counts into weights (lessons 01 and 02)."""
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -84,3 +86,14 @@ def undersample_indices(labels: Any, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     keep = [rng.choice(np.flatnonzero(array == c), size=counts.min(), replace=False) for c in range(len(counts))]
     return np.sort(np.concatenate(keep))
+
+
+def batch_class_counts(loader: Iterable[Any], num_classes: int, num_batches: int | None = None) -> np.ndarray:
+    """Class counts of each (inputs, labels) batch a loader yields, one row per batch; the first num_batches if given (lessons 01 and 02)."""
+    num_classes = as_int("num_classes", num_classes, minimum=1)
+    if num_batches is not None:
+        num_batches = as_int("num_batches", num_batches, minimum=1)
+    rows = [class_counts(labels, num_classes) for _, (_, labels) in zip(range(num_batches or sys.maxsize), loader)]
+    if not rows:
+        raise ValueError("loader yielded no batch: there is nothing to count")
+    return np.array(rows)

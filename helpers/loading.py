@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import multiprocessing
 import statistics
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -13,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from helpers._validate import _short, as_fraction, as_int
+from helpers.workloads import SlowDataset, spin, spin_iterations_per_ms
 
 # DataLoader arguments a sweep may vary, with the smallest value each accepts.
 INT_PARAMS: dict[str, int] = {"num_workers": 0, "batch_size": 1, "prefetch_factor": 1}
@@ -207,10 +209,6 @@ def sweep_loader(
 
 def parallel_speedup(processes: int, work_ms: float = 150.0) -> float:
     """How much faster `processes` plain processes do the same pure-Python work than one: this machine's ceiling right now (lesson 03)."""
-    import multiprocessing
-
-    from helpers.workloads import spin, spin_iterations_per_ms
-
     processes = as_int("processes", processes, minimum=1)
     iterations = round(as_fraction("work_ms", work_ms, 0.0, 10_000.0, include_low=False, include_high=True) * spin_iterations_per_ms())
     with multiprocessing.get_context().Pool(processes) as pool:
@@ -283,8 +281,6 @@ def benchmark_widget(num_items: int = 2048, num_batches: int = 4) -> Any:
     """Sliders for num_workers, batch size and per-item CPU / I/O cost, a Run button, and a bar chart of the runs (lesson 03)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-
-    from helpers.workloads import SlowDataset
 
     sliders = {
         "num_workers": widgets.IntSlider(value=2, min=0, max=8, description="num_workers"),

@@ -139,6 +139,8 @@ def test_focal_loss_known_value_and_alpha():
         (lambda: imbalance.sample_weights([], "inverse"), ValueError, "labels is empty"),
         (lambda: imbalance.sample_weights([0, 1], "log"), ValueError, "scheme must be one of"),
         (lambda: imbalance.long_tail_counts(1, 10.0, 100), ValueError, "num_classes must be at least 2"),
+        (lambda: imbalance.batch_class_counts([], 3), ValueError, "loader yielded no batch"),
+        (lambda: imbalance.batch_class_counts([(None, [0])], 3, num_batches=0), ValueError, "num_batches must be at least 1"),
         (lambda: data.split_indices([0, 1], 1.5, 0, True), ValueError, "val_fraction"),
         (lambda: data.split_indices([0, 1], 0.5, 0, "yes"), TypeError, "stratify"),
         (lambda: metrics.confusion_matrix([0, 1], [0], 2), ValueError, "same length"),
@@ -151,3 +153,9 @@ def test_focal_loss_known_value_and_alpha():
 def test_bad_input_names_the_argument(call, error, says):
     with pytest.raises(error, match=says):
         call()
+
+
+def test_batch_class_counts_one_row_per_batch():
+    batches = [(None, torch.tensor([0, 2, 2])), (None, torch.tensor([1])), (None, torch.tensor([0]))]
+    assert imbalance.batch_class_counts(batches, 3).tolist() == [[1, 0, 2], [0, 1, 0], [1, 0, 0]]
+    assert imbalance.batch_class_counts(batches, 3, num_batches=2).shape == (2, 3)

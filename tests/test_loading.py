@@ -8,7 +8,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader, Dataset
 
-from helpers.loading import LoaderSweep, StepTimer, benchmark_loader, count_samples, sweep_loader
+from helpers.loading import LoaderSweep, StepTimer, benchmark_loader, count_samples, parallel_speedup, sweep_loader
 from helpers.workloads import InMemoryDataset
 
 
@@ -209,3 +209,14 @@ def test_step_timer_waits_for_the_gpu():
         end.record()
     torch.cuda.synchronize()
     assert timer.compute_s[-1] >= 0.9 * start.elapsed_time(end) / 1000
+
+
+def test_parallel_speedup_of_one_process_is_about_one():
+    assert 0.5 < parallel_speedup(1, work_ms=20) < 2.0  # one process against itself: no headroom
+
+
+def test_parallel_speedup_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="processes must be at least 1"):
+        parallel_speedup(0)
+    with pytest.raises(ValueError, match="work_ms"):
+        parallel_speedup(2, work_ms=-1)

@@ -18,7 +18,8 @@ from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.loading import benchmark_loader  # noqa: E402
+from helpers.env import usable_cpus  # noqa: E402
+from helpers.loading import benchmark_loader, parallel_speedup, sweep_loader  # noqa: E402
 from helpers.memory import worker_memory  # noqa: E402
 from helpers.workloads import (  # noqa: E402
     ArrayBackedDataset,
@@ -27,8 +28,6 @@ from helpers.workloads import (  # noqa: E402
     ListBackedDataset,
     SlowDataset,
     collate_stacked,
-    spin,
-    spin_iterations_per_ms,
 )
 
 
@@ -49,49 +48,26 @@ class Result:
         return self.ratio >= self.target
 
 
-def usable_cores() -> int:
-    """CPUs this process may run on (what the DataLoader's over-subscription warning uses)."""
-    return len(os.sched_getaffinity(0))
-
-
-def best_rates(loaders: list[DataLoader], rounds: int, num_batches: int) -> list[float]:
-    """Best samples/s of each loader over rounds that alternate between them: a burst of other work can't favour one."""
-    best = [0.0] * len(loaders)
-    for _ in range(rounds):
-        for i, loader in enumerate(loaders):
-            best[i] = max(best[i], benchmark_loader(loader, num_batches=num_batches).samples_per_s)
-    return best
-
-
-def parallel_speedup(cores: int) -> float:
-    """How much faster `cores` plain processes spin than one: the ceiling for any loader on this machine right now."""
-    iterations = 300 * spin_iterations_per_ms()  # ~0.3 s each
-    start = time.perf_counter()
-    spin(iterations)
-    alone = time.perf_counter() - start
-    with multiprocessing.Pool(cores) as pool:
-        start = time.perf_counter()
-        pool.map(spin, [iterations] * cores)
-        together = time.perf_counter() - start
-    return cores * alone / together
+def best_rates(dataset: Dataset, workers: tuple[int, ...], rounds: int, num_batches: int, batch_size: int) -> list[float]:
+    """Best samples/s for each num_workers over rounds that alternate between them: a burst of other work can't favour one."""
+    sweep = sweep_loader(dataset, values=workers, repeats=rounds, num_batches=num_batches, progress=False, batch_size=batch_size)
+    return [row.best_samples_per_s for row in sweep.rows]
 
 
 def cpu_bound(cores: int) -> Result:
     """Pure-Python CPU work per item: `cores` workers vs loading in the main process."""
     dataset = SlowDataset(num_items=4096, cpu_ms=2.0)
-    loaders = [DataLoader(dataset, batch_size=16, num_workers=n) for n in (0, cores)]
-    zero, many = best_rates(loaders, rounds=5, num_batches=16)
+    zero, many = best_rates(dataset, (0, cores), rounds=5, num_batches=16, batch_size=16)
     return Result(
         f"CPU-bound (2 ms/item): {cores} workers vs 0", f"{zero:,.0f} samples/s", f"{many:,.0f} samples/s",
-        many / zero, 1.7, f"limit {cores:.1f}x; plain processes reach {parallel_speedup(cores):.2f}x now",
+        many / zero, 1.7, f"limit {cores:.1f}x; plain processes reach {parallel_speedup(cores, work_ms=300):.2f}x now",
     )
 
 
 def io_bound() -> Result:
     """Items that wait (sleep) 10 ms: 8 workers vs 2, more workers than cores."""
     dataset = SlowDataset(num_items=4096, io_ms=10.0)
-    loaders = [DataLoader(dataset, batch_size=4, num_workers=n) for n in (2, 8)]
-    two, eight = best_rates(loaders, rounds=3, num_batches=48)
+    two, eight = best_rates(dataset, (2, 8), rounds=3, num_batches=48, batch_size=4)
     return Result("I/O-bound (10 ms wait/item): 8 workers vs 2", f"{two:,.0f} samples/s", f"{eight:,.0f} samples/s", eight / two, 3.0, "ideal 4.0x")
 
 
@@ -138,7 +114,7 @@ def copy_on_read(num_items: int = 4_000_000) -> Result:
 def hardware() -> str:
     """One line naming the machine the numbers come from."""
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
-    return f"{model}; {usable_cores()} usable cores; torch {torch.__version__}; Python {platform.python_version()}; start method {multiprocessing.get_start_method()}"
+    return f"{model}; {usable_cpus()} usable cores; torch {torch.__version__}; Python {platform.python_version()}; start method {multiprocessing.get_start_method()}"
 
 
 def main() -> int:
@@ -147,7 +123,7 @@ def main() -> int:
     print(hardware(), flush=True)
     print("load average before: {:.2f} {:.2f} {:.2f} (other programs running slow the timings down)".format(*os.getloadavg()), flush=True)
     began = time.perf_counter()
-    steps = (partial(cpu_bound, usable_cores()), io_bound, persistent_workers, batched_fetch, copy_on_read)  # memory last: a big list slows fork
+    steps = (partial(cpu_bound, usable_cpus()), io_bound, persistent_workers, batched_fetch, copy_on_read)  # memory last: a big list slows fork
     results = []
     for step in steps:
         results.append(step())
