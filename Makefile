@@ -35,9 +35,9 @@ exercises: $(STAMP)
 strip: $(STAMP)
 	$(PY) tools/check_notebooks.py --strip
 
-## gpu-check: on a CUDA machine, the suite with every CUDA section required to run
+## gpu-check: on a CUDA machine, measure lesson 04's transfers and run the suite with every CUDA section required; report in gpu-check/
 gpu-check: $(STAMP)
-	COURSE_REQUIRE_CUDA=1 $(PY) -m pytest
+	$(PY) tools/gpu_check.py
 
 ## bench: measure lesson 03's loader effects side by side; exits non-zero when one misses its target
 bench: $(STAMP)

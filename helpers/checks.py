@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 STRICT_VAR = "COURSE_CHECKS_MUST_PASS"
-Status = Literal["passed", "failed", "not implemented yet"]
+Status = Literal["passed", "failed", "not implemented yet", "skipped"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,14 @@ class CheckResult:
 
 
 def _finish(result: CheckResult) -> CheckResult:
-    """Return the verdict; under COURSE_CHECKS_MUST_PASS=1 (the solutions' test run) a non-pass raises."""
-    if os.environ.get(STRICT_VAR, "") == "1" and not result.passed:
+    """Return the verdict; under COURSE_CHECKS_MUST_PASS=1 (the solutions' test run) a non-pass raises.
+
+    A check skipped for want of a GPU passes that run, unless COURSE_REQUIRE_CUDA=1 says the GPU must be there.
+    """
+    from helpers.env import cuda_required
+
+    skipped_fine = result.status == "skipped" and not cuda_required()
+    if os.environ.get(STRICT_VAR, "") == "1" and not result.passed and not skipped_fine:
         raise AssertionError(str(result))
     return result
 
@@ -460,3 +466,170 @@ def check_seed_worker(fn: Callable[[int], None]) -> CheckResult:
         return _failed(exercise, "loaders with different generator seeds drew the same numbers, so every epoch repeats its "
                        "'random' augmentations: seed from get_worker_info().seed, which changes with the base seed, not from worker_id alone")
     return _passed(exercise, f"{name}: workers draw different numbers, reproducibly, and a new base seed gives new draws")
+
+
+class _FakeAsyncDevice:
+    """A stand-in GPU for exercise 04.1: copy() returns at once and queues 20 ms of work (the first 300 ms); synchronize() waits for it."""
+
+    def __init__(self) -> None:
+        self.busy_until = 0.0
+        self.copies = 0
+
+    def copy(self) -> None:
+        import time
+
+        self.busy_until = max(time.perf_counter(), self.busy_until) + (0.3 if self.copies == 0 else 0.02)
+        self.copies += 1
+
+    def synchronize(self) -> None:
+        import time
+
+        time.sleep(max(0.0, self.busy_until - time.perf_counter()))
+
+
+def check_gb_per_s(fn: Callable[..., float]) -> CheckResult:
+    """Exercise 04.1: bandwidth of an asynchronous copy, warmed up and synchronised before each clock read."""
+    exercise, name = "04.1", "gb_per_s"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    device = _FakeAsyncDevice()
+    call = f"{name}(copy, synchronize, num_bytes=200_000_000, repeats=5) on a device whose copies take 20 ms (the first 300 ms)"
+    try:
+        got = _call(exercise, fn, (device.copy, device.synchronize, 200_000_000, 5))
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception as exc:
+        return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return _failed(exercise, f"{call} returned {got!r}; expected GB per second as a float")
+    if device.copies < 6:
+        return _failed(exercise, f"{call} made {device.copies} copies; make one untimed warm-up copy, then time `repeats` copies")
+    if got > 12:
+        return _failed(exercise, f"{call} returned {got:.1f} GB/s, faster than the device can copy (10 GB/s): copy() only queues "
+                       "the work, so call synchronize() before you read the clock")
+    if got < 7:
+        return _failed(exercise, f"{call} returned {got:.1f} GB/s; the steady rate is 10 GB/s. Leave the first (warm-up) copy "
+                       "out of the timing, and divide bytes by seconds (GB = 1e9 bytes)")
+    return _passed(exercise, f"{name} measured {got:.1f} GB/s on a device that copies at 10 GB/s after warm-up")
+
+
+def check_move_to(fn: Callable[..., Any]) -> CheckResult:
+    """Exercise 04.2: every tensor of a nested batch moved to the device, the structure and other values kept."""
+    import collections
+
+    import torch
+
+    exercise, name = "04.2", "move_to"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    pair = collections.namedtuple("Pair", "image mask")
+    batch = {"pixels": torch.ones(2, 3), "extra": [torch.arange(2), "id-7", 3], "pair": pair(torch.zeros(1), torch.ones(1))}
+    try:
+        got = _call(exercise, fn, (batch, "meta", True))
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception as exc:
+        hint = " (rebuild a namedtuple with type(x)(*moved_fields))" if "required positional argument" in str(exc) else ""
+        return _failed(exercise, f"{name}(batch, 'meta', non_blocking=True) raised {type(exc).__name__}: {exc}{hint}")
+    if not isinstance(got, dict) or set(got) != set(batch):
+        return _failed(exercise, f"{name} returned {type(got).__name__} with keys {sorted(got) if isinstance(got, dict) else '-'}; "
+                       "a dict batch must come back as a dict with the same keys")
+    if not (isinstance(got["pixels"], torch.Tensor) and got["pixels"].device.type == "meta"):
+        return _failed(exercise, "batch['pixels'] did not reach the device: move every tensor with tensor.to(device, non_blocking=...)")
+    extra = got["extra"]
+    if not (isinstance(extra, list) and len(extra) == 3 and isinstance(extra[0], torch.Tensor) and extra[0].device.type == "meta"):
+        return _failed(exercise, "batch['extra'] must stay a list whose tensor reaches the device: recurse into lists and tuples")
+    if extra[1:] != ["id-7", 3]:
+        return _failed(exercise, f"batch['extra'][1:] came back as {extra[1:]!r}: leave values that are not tensors unchanged")
+    if not (isinstance(got["pair"], pair) and got["pair"].mask.device.type == "meta"):
+        return _failed(exercise, f"batch['pair'] came back as {type(got['pair']).__name__}: rebuild a namedtuple with "
+                       "type(x)(*moved_fields) so its type and field names survive")
+    if batch["pixels"].device.type != "cpu":
+        return _failed(exercise, f"{name} changed the input batch; return a new one")
+    return _passed(exercise, f"{name} moved every tensor of a dict/list/namedtuple batch and kept the rest")
+
+
+class _LoggedBatches:
+    """Batches 0..n-1 that log when each is drawn, for exercise 04.3."""
+
+    def __init__(self, n: int, log: list[str]) -> None:
+        self.n, self.log = n, log
+
+    def __iter__(self):
+        for index in range(self.n):
+            self.log.append(f"draw {index}")
+            yield index
+
+
+def check_prefetched(fn: Callable[..., Any]) -> CheckResult:
+    """Exercise 04.3: copy(batch k+1) is started before batch k is handed out, one batch ahead at most, order kept."""
+    exercise, name = "04.3", "prefetched"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    log: list[str] = []
+
+    def copy(batch: int) -> tuple[str, int]:
+        log.append(f"copy {batch}")
+        return ("copied", batch)
+
+    received = []
+    try:
+        for item in _call(exercise, fn, (_LoggedBatches(4, log), copy)):
+            log.append(f"use {item[1] if isinstance(item, tuple) and len(item) == 2 else item!r}")
+            received.append(item)
+        empty = list(_call(exercise, fn, ([], copy)))
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception as exc:
+        return _failed(exercise, f"iterating {name}(batches, copy) raised {type(exc).__name__}: {exc}")
+    expected = [("copied", k) for k in range(4)]
+    if received != expected:
+        return _failed(exercise, f"{name} over batches 0-3 yielded {received!r}; expected copy(batch) of each, in order: {expected!r}")
+    if empty:
+        return _failed(exercise, f"{name} over no batches yielded {empty!r}; it should yield nothing")
+    for k in range(3):
+        if log.index(f"copy {k + 1}") > log.index(f"use {k}"):
+            return _failed(exercise, f"batch {k} was handed out before batch {k + 1}'s copy started (events: {', '.join(log)}): "
+                           "start the next copy, then yield the current batch, so the copy runs during the step")
+    for k in range(2):
+        if log.index(f"draw {k + 2}") < log.index(f"use {k}"):
+            return _failed(exercise, f"batch {k + 2} was drawn before batch {k} was used (events: {', '.join(log)}): "
+                           "stay one batch ahead; drawing everything first holds the whole epoch in GPU memory")
+    return _passed(exercise, f"{name} copies each next batch before handing out the current one, one ahead, in order")
+
+
+def check_safe_read(fn: Callable[[Any], Any]) -> CheckResult:
+    """Exercise 04.4 (CUDA GPU): a device-to-host read whose values are right even behind a slow kernel."""
+    import torch
+
+    exercise, name = "04.4", "read_back"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    try:
+        _call(exercise, fn, (torch.zeros(4),))  # a CPU tensor: only tells a stub from an answer
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception:
+        pass
+    if not torch.cuda.is_available():
+        return _finish(CheckResult(exercise, "skipped", f"this check needs a CUDA GPU, and torch.cuda.is_available() is False "
+                                   f"here: {name} was not tested"))
+    import time
+
+    fresh = time.perf_counter_ns() % 1_000_000  # new values each run: pinned memory reused from a previous run cannot match
+    for value in (float(fresh + 1), float(fresh + 2)):
+        on_gpu = torch.full((2**24,), value, device="cuda")
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # the copy has to wait behind ~0.1 s of GPU work
+        try:
+            got = _call(exercise, fn, (on_gpu,))
+        except _NotImplemented:
+            return _not_implemented(exercise, name)
+        except Exception as exc:
+            return _failed(exercise, f"{name}(gpu_tensor) raised {type(exc).__name__}: {exc}")
+        if not isinstance(got, torch.Tensor) or got.device.type != "cpu":
+            return _failed(exercise, f"{name} returned {type(got).__name__} on {getattr(got, 'device', '?')}; return a CPU tensor")
+        if not bool((got == value).all()):
+            return _failed(exercise, f"{name} returned a CPU tensor whose values were not all {value} when read: the copy had "
+                           "not landed. Synchronise (torch.cuda.current_stream().synchronize()) before returning it")
+    return _passed(exercise, f"{name} returned the right values even with a slow kernel queued ahead of the copy")

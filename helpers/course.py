@@ -58,6 +58,13 @@ LESSONS: tuple[Lesson, ...] = (
         needs="2+ cores",
         minutes=50,
     ),
+    Lesson(
+        stem="04_pinned_memory_transfers",
+        title="Host-to-device transfers",
+        learn="what pin_memory really does, pageable vs pinned bandwidth over sizes, pinning costs, when non_blocking overlaps, the unsafe device-to-host read, a stream prefetcher",
+        needs="1 gpu",
+        minutes=40,
+    ),
 )
 
 

@@ -245,3 +245,150 @@ def test_lesson_03_checks(check, exercise, right_answer, wrongs, stub):
     for wrong, says in wrongs:
         verdict = check(wrong)
         assert verdict.status == "failed" and says in verdict.detail, (says, verdict)
+
+
+# Lesson 04: the answers below are the solutions' and the mistakes learners make.
+def gb_right(copy, synchronize, num_bytes, repeats=5):
+    copy()
+    synchronize()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        copy()
+        synchronize()
+        seconds.append(time.perf_counter() - start)
+    return num_bytes / sorted(seconds)[len(seconds) // 2] / 1e9
+
+
+def gb_without_sync(copy, synchronize, num_bytes, repeats=5):
+    copy()
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        copy()
+    return num_bytes * repeats / (time.perf_counter() - start) / 1e9
+
+
+def gb_mean_with_first(copy, synchronize, num_bytes, repeats=5):
+    copy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        copy()
+    synchronize()
+    return num_bytes * repeats / (time.perf_counter() - start) / 1e9
+
+
+def gb_no_warmup(copy, synchronize, num_bytes, repeats=5):
+    start = time.perf_counter()
+    for _ in range(repeats):
+        copy()
+    synchronize()
+    return num_bytes * repeats / (time.perf_counter() - start) / 1e9
+
+
+def move_right(batch, device, non_blocking=False):
+    from helpers.transfer import move
+
+    return move(batch, device, non_blocking)
+
+
+def move_top_level(batch, device, non_blocking=False):
+    return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def move_loses_namedtuple(batch, device, non_blocking=False):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: move_loses_namedtuple(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return [move_loses_namedtuple(v, device, non_blocking) for v in batch]
+    return batch
+
+
+def move_namedtuple_from_generator(batch, device, non_blocking=False):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: move_namedtuple_from_generator(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_namedtuple_from_generator(v, device, non_blocking) for v in batch)
+    return batch
+
+
+def prefetched_right(batches, copy):
+    iterator = iter(batches)
+    try:
+        upcoming = copy(next(iterator))
+    except StopIteration:
+        return
+    for batch in iterator:
+        current, upcoming = upcoming, copy(batch)
+        yield current
+    yield upcoming
+
+
+def prefetched_naive(batches, copy):
+    for batch in batches:
+        yield copy(batch)
+
+
+def prefetched_everything_first(batches, copy):
+    yield from [copy(batch) for batch in batches]
+
+
+def prefetched_drops_last(batches, copy):
+    iterator = iter(batches)
+    upcoming = next(iterator, None)
+    if upcoming is None:
+        return
+    upcoming = copy(upcoming)
+    for batch in iterator:
+        current, upcoming = upcoming, copy(batch)
+        yield current
+
+
+def read_back_right(gpu_tensor):
+    out = gpu_tensor.to("cpu", non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    return out
+
+
+LESSON_04_CHECKS = [
+    (checks.check_gb_per_s, "04.1", gb_right, [
+        (gb_without_sync, "call synchronize() before you read the clock"),
+        (gb_mean_with_first, "Leave the first (warm-up) copy"),
+        (gb_no_warmup, "make one untimed warm-up copy"),
+    ], stub_for("04.1")),
+    (checks.check_move_to, "04.2", move_right, [
+        (move_top_level, "recurse into lists and tuples"),
+        (move_loses_namedtuple, "batch['pair'] came back as list"),
+        (move_namedtuple_from_generator, "type(x)(*moved_fields)"),
+    ], stub_for("04.2")),
+    (checks.check_prefetched, "04.3", prefetched_right, [
+        (prefetched_naive, "start the next copy, then yield the current batch"),
+        (prefetched_everything_first, "stay one batch ahead"),
+        (prefetched_drops_last, "expected copy(batch) of each, in order"),
+    ], stub_for("04.3")),
+]
+
+
+@pytest.mark.parametrize("check, exercise, right_answer, wrongs, stub", LESSON_04_CHECKS, ids=[c[1] for c in LESSON_04_CHECKS])
+def test_lesson_04_checks(check, exercise, right_answer, wrongs, stub):
+    test_lesson_03_checks(check, exercise, right_answer, wrongs, stub)
+
+
+def test_safe_read_check_tells_a_stub_and_skips_without_cuda(monkeypatch):
+    assert checks.check_safe_read(stub_for("04.4")).status == "not implemented yet"
+    assert checks.check_safe_read("not a function").status == "failed"
+    if torch.cuda.is_available():
+        assert checks.check_safe_read(read_back_right).passed
+        assert checks.check_safe_read(lambda t: t.to("cpu", non_blocking=True)).status == "failed"
+        return
+    skipped = checks.check_safe_read(read_back_right)
+    assert skipped.status == "skipped" and "needs a CUDA GPU" in skipped.detail
+    monkeypatch.setenv(checks.STRICT_VAR, "1")
+    assert checks.check_safe_read(read_back_right).status == "skipped"  # a CPU run of the solutions passes
+    monkeypatch.setenv("COURSE_REQUIRE_CUDA", "1")
+    with pytest.raises(AssertionError, match="Exercise 04.4 skipped"):
+        checks.check_safe_read(read_back_right)
