@@ -633,3 +633,100 @@ def check_safe_read(fn: Callable[[Any], Any]) -> CheckResult:
             return _failed(exercise, f"{name} returned a CPU tensor whose values were not all {value} when read: the copy had "
                            "not landed. Synchronise (torch.cuda.current_stream().synchronize()) before returning it")
     return _passed(exercise, f"{name} returned the right values even with a slow kernel queued ahead of the copy")
+
+
+def check_epoch_orders(fn: Callable[[Any, int], list[list[int]]]) -> CheckResult:
+    """Exercise 05.1: each epoch's indices from a DistributedSampler, reshuffled every epoch with set_epoch."""
+    from torch.utils.data import DistributedSampler
+
+    exercise, name = "05.1", "epoch_orders"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+
+    def sampler(rank: int) -> DistributedSampler:
+        return DistributedSampler(range(20), num_replicas=2, rank=rank, shuffle=True, seed=7)
+
+    expected = []
+    for rank in (0, 1):
+        reference = sampler(rank)
+        orders = []
+        for epoch in range(3):
+            reference.set_epoch(epoch)
+            orders.append(list(reference))
+        expected.append(orders)
+    try:
+        got = [_call(exercise, fn, (sampler(rank), 3)) for rank in (0, 1)]
+    except _NotImplemented:
+        return _not_implemented(exercise, name)
+    except Exception as exc:
+        return _failed(exercise, f"{name}(sampler, 3) raised {type(exc).__name__}: {exc}")
+    try:
+        got = [[[int(i) for i in order] for order in orders] for orders in got]
+    except (TypeError, ValueError):
+        return _failed(exercise, f"{name} returned {got!r}; expected a list with one list of indices per epoch")
+    if any(len(orders) != 3 for orders in got):
+        return _failed(exercise, f"{name}(sampler, 3) returned {[len(o) for o in got]} epochs; expected 3")
+    if got[0][0] == got[0][1] == got[0][2]:
+        return _failed(exercise, "all 3 epochs have the same order: call sampler.set_epoch(epoch) before each epoch's iteration")
+    if got != expected:
+        return _failed(exercise, f"rank 0's orders were {got[0]}, expected {expected[0]}: set the epoch to 0, 1, 2 in turn "
+                       "(the sampler shuffles with seed + epoch), once per epoch, before iterating it")
+    return _passed(exercise, f"{name} reshuffles every epoch, the same way on every rank")
+
+
+def check_rank_loader(fn: Callable[..., Any]) -> CheckResult:
+    """Exercise 05.2: a rank's DataLoader drawing its own, class-balanced shard with DistributedWeightedSampler."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from helpers.data import labels_from_counts
+
+    exercise, name = "05.2", "rank_loader"
+    if not callable(fn):
+        return _failed(exercise, f"expected the function {name}, got {fn!r}")
+    labels = torch.as_tensor(labels_from_counts([900, 90, 10], seed=1))
+    dataset = TensorDataset(torch.arange(len(labels)), labels)
+    from helpers.samplers import DistributedWeightedSampler
+
+    drawn, counts, seeds = [], [], []
+    for rank in (0, 1):
+        call = f"{name}(dataset, labels, rank={rank}, world_size=2, batch_size=50)"
+        try:
+            loader = _call(exercise, fn, (dataset, labels, rank, 2, 50))
+            batches = list(loader)
+        except _NotImplemented:
+            return _not_implemented(exercise, name)
+        except Exception as exc:
+            return _failed(exercise, f"{call} raised {type(exc).__name__}: {exc}")
+        if isinstance(getattr(loader, "sampler", None), DistributedWeightedSampler):
+            seeds.append(loader.sampler.seed)
+        indices = [int(i) for index, _ in batches for i in index]
+        drawn.append(indices)
+        counts.append(np.bincount(labels[indices].numpy(), minlength=3))
+    if drawn[0] == drawn[1]:
+        return _failed(exercise, "both ranks drew the same samples: a WeightedRandomSampler knows nothing about ranks; use "
+                       "DistributedWeightedSampler(weights, num_replicas=world_size, rank=rank)")
+    if len(set(seeds)) > 1:
+        return _failed(exercise, f"the ranks' samplers had seeds {seeds}: every rank must use the same seed, so they split one "
+                       "global draw instead of drawing overlapping ones")
+    if [len(d) for d in drawn] != [500, 500]:
+        return _failed(exercise, f"the ranks drew {[len(d) for d in drawn]} samples in an epoch; with 1000 samples and 2 ranks "
+                       "each should draw 500 (num_samples is the epoch size across all ranks)")
+    shares = [c / c.sum() for c in counts]
+    if min(s[2] for s in shares) < 0.2:
+        return _failed(exercise, f"class counts per rank were {[c.tolist() for c in counts]}: the draws follow the data, not the "
+                       "weights. Weight each sample by the inverse of its class count (helpers.imbalance.sample_weights)")
+    return _passed(exercise, f"the ranks drew different samples, 500 each, class counts {[c.tolist() for c in counts]}")
+
+
+DEDUP_CASES: tuple[Case, ...] = (
+    Case(([[(0, True), (2, False)], [(1, False), (0, True)]],), 1 / 3, "sample 0 was padded onto rank 1: count it once (1 of 3 right)"),
+    Case(([[(0, True), (1, True)], [(2, False), (3, True)]],), 0.75, "no duplicates: 3 of 4 right"),
+    Case(([[(5, False)], [(5, False)], [(4, True)]],), 0.5, "three ranks, sample 5 on two of them: 1 of 2 distinct samples right"),
+    Case(([[], []],), ValueError, "no predictions at all: raise ValueError rather than divide by zero"),
+)
+
+
+def check_deduplicated_accuracy(fn: Callable[[Any], float]) -> CheckResult:
+    """Exercise 05.3: accuracy over gathered (index, correct) pairs with each index counted once."""
+    return check_function("05.3", fn, "deduplicated_accuracy", DEDUP_CASES, kind=float)

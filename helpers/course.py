@@ -65,6 +65,13 @@ LESSONS: tuple[Lesson, ...] = (
         needs="1 gpu",
         minutes=40,
     ),
+    Lesson(
+        stem="05_ddp_data_loading",
+        title="Multi-GPU data loading with DDP",
+        learn="launching ranks from a notebook, DistributedSampler shards and padding, set_epoch, seeds, weighted sampling across ranks, uneven inputs and join, a straggler rank, workers per rank, multi-node launches",
+        needs="2+ gpus",
+        minutes=50,
+    ),
 )
 
 

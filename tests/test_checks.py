@@ -392,3 +392,92 @@ def test_safe_read_check_tells_a_stub_and_skips_without_cuda(monkeypatch):
     monkeypatch.setenv("COURSE_REQUIRE_CUDA", "1")
     with pytest.raises(AssertionError, match="Exercise 04.4 skipped"):
         checks.check_safe_read(read_back_right)
+
+
+# Lesson 05
+def epoch_orders_right(sampler, epochs):
+    orders = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        orders.append(list(sampler))
+    return orders
+
+
+def epoch_orders_one_based(sampler, epochs):
+    orders = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch + 1)
+        orders.append(list(sampler))
+    return orders
+
+
+def rank_loader_right(dataset, labels, rank, world_size, batch_size):
+    from helpers.imbalance import sample_weights
+    from helpers.samplers import DistributedWeightedSampler
+
+    sampler = DistributedWeightedSampler(sample_weights(labels, "inverse"), num_replicas=world_size, rank=rank, seed=0)
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+
+def rank_loader_naive(dataset, labels, rank, world_size, batch_size):
+    from helpers.imbalance import sample_weights
+
+    sampler = WeightedRandomSampler(sample_weights(labels, "inverse"), len(labels), generator=torch.Generator().manual_seed(0))
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+
+def rank_loader_unweighted(dataset, labels, rank, world_size, batch_size):
+    from torch.utils.data import DistributedSampler
+
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, world_size, rank, seed=0))
+
+
+def rank_loader_seed_per_rank(dataset, labels, rank, world_size, batch_size):
+    from helpers.imbalance import sample_weights
+    from helpers.samplers import DistributedWeightedSampler
+
+    sampler = DistributedWeightedSampler(sample_weights(labels, "inverse"), num_replicas=world_size, rank=rank, seed=rank)
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+
+def rank_loader_with_shuffle(dataset, labels, rank, world_size, batch_size):
+    loader = rank_loader_right(dataset, labels, rank, world_size, batch_size)
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=loader.sampler, shuffle=True)
+
+
+def dedup_right(gathered):
+    verdicts = {index: bool(correct) for pairs in gathered for index, correct in pairs}
+    if not verdicts:
+        raise ValueError("empty")
+    return sum(verdicts.values()) / len(verdicts)
+
+
+def dedup_plain_mean(gathered):
+    pairs = [c for part in gathered for _, c in part]
+    if not pairs:
+        raise ValueError("empty")
+    return sum(pairs) / len(pairs)
+
+
+LESSON_05_CHECKS = [
+    (checks.check_epoch_orders, "05.1", epoch_orders_right, [
+        (lambda sampler, epochs: [list(sampler) for _ in range(epochs)], "call sampler.set_epoch(epoch)"),
+        (epoch_orders_one_based, "set the epoch to 0, 1, 2"),
+        (lambda sampler, epochs: [list(sampler)], "returned [1, 1] epochs"),
+    ], stub_for("05.1")),
+    (checks.check_rank_loader, "05.2", rank_loader_right, [
+        (rank_loader_naive, "both ranks drew the same samples"),
+        (rank_loader_unweighted, "the draws follow the data, not the weights"),
+        (rank_loader_seed_per_rank, "every rank must use the same seed"),
+        (rank_loader_with_shuffle, "raised ValueError"),
+    ], stub_for("05.2")),
+    (checks.check_deduplicated_accuracy, "05.3", dedup_right, [
+        (dedup_plain_mean, "count it once"),
+        (lambda gathered: dedup_right(gathered) if any(gathered) else 0.0, "expected ValueError"),
+    ], stub_for("05.3")),
+]
+
+
+@pytest.mark.parametrize("check, exercise, right_answer, wrongs, stub", LESSON_05_CHECKS, ids=[c[1] for c in LESSON_05_CHECKS])
+def test_lesson_05_checks(check, exercise, right_answer, wrongs, stub):
+    test_lesson_03_checks(check, exercise, right_answer, wrongs, stub)

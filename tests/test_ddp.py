@@ -1,0 +1,138 @@
+"""helpers.ddp under real gloo process groups: results by rank, failures and timeouts named, nothing left behind."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from helpers import data, ddp, ddp_demos
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def ours():
+    """Child processes of this test process, except multiprocessing's resource tracker (one per parent, ends with it)."""
+    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    """Every test leaves no rank or DataLoader worker process behind, whatever its outcome."""
+    before = {p.pid for p in ours()}
+    yield
+    gone, alive = psutil.wait_procs([p for p in ours() if p.pid not in before], timeout=10)
+    assert not alive, f"processes left behind: {[(p.pid, p.cmdline()) for p in alive]}"
+
+
+def test_choose_picks_gloo_on_a_cpu_machine():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    launch = ddp.choose()
+    assert (launch.backend, launch.world_size) == ("gloo", 2) and "no CUDA GPU" in launch.reason
+    with pytest.raises(RuntimeError, match="nccl"):
+        ddp.choose(2, "nccl")
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"world_size": 0}, ValueError, "world_size must be at least 1, got 0"),
+    ({"world_size": 2.0}, TypeError, "world_size must be an int"),
+    ({"backend": "mpi"}, ValueError, "backend must be one of"),
+])
+def test_choose_validates(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ddp.choose(**kwargs)
+
+
+def test_run_refuses_a_function_spawned_ranks_cannot_import():
+    def local():
+        return 1
+
+    with pytest.raises(TypeError, match="module-level function importable by spawned processes"):
+        ddp.run(local)
+    with pytest.raises(ValueError, match="timeout_s must be a positive number of seconds, got 0"):
+        ddp.run(ddp_demos.whoami, timeout_s=0)
+
+
+def test_run_returns_each_ranks_value_in_rank_order():
+    got = ddp.run(ddp_demos.whoami, world_size=2, backend="gloo")
+    assert [g["rank"] for g in got] == [0, 1] and {g["world_size"] for g in got} == {2} and got[0]["backend"] == "gloo"
+
+
+def test_a_failing_rank_is_named_with_its_traceback_and_quickly():
+    start = time.monotonic()
+    with pytest.raises(ddp.RankFailed) as caught:
+        ddp.run(ddp_demos.fails_on_rank, 1, world_size=2, backend="gloo", grace_s=10)
+    assert caught.value.rank == 1
+    assert "ValueError: bad batch on rank 1" in str(caught.value) and "Traceback" in str(caught.value)
+    assert time.monotonic() - start < 60
+
+
+def test_a_timeout_stops_every_rank_within_its_bound():
+    start = time.monotonic()
+    with pytest.raises(ddp.RanksTimedOut, match=r"ranks \[0, 1\] did not finish within timeout_s=8 s"):
+        ddp.run(ddp_demos.sleeps, 600, world_size=2, backend="gloo", timeout_s=8)
+    assert time.monotonic() - start < 8 + 25  # spawn start-up and the kill are inside the slack
+
+
+def test_distributed_sampler_shards_are_disjoint_and_complete():
+    orders = ddp.run(ddp_demos.sampler_epochs, 11, 2, world_size=2, backend="gloo")
+    for epoch in range(2):
+        shards = [orders[rank][epoch] for rank in range(2)]
+        assert len(shards[0]) == len(shards[1]) == 6
+        assert set(shards[0]) | set(shards[1]) == set(range(11))  # complete
+        assert len(set(shards[0]) & set(shards[1])) == 1  # 12 slots for 11 items: exactly one padding duplicate
+    assert orders[0][0] != orders[0][1]  # set_epoch gives a new order
+
+
+def test_distributed_weighted_sampler_under_gloo_is_disjoint_and_follows_weights():
+    labels = data.labels_from_counts([900, 90, 10], seed=0).tolist()
+    draws = ddp.run(ddp_demos.distributed_weighted_draws, labels, world_size=2, backend="gloo")
+    positions = [set(range(rank, 1000, 2)) for rank in range(2)]
+    assert sum(len(d["indices"]) for d in draws) == 1000 and positions  # every position drawn once across ranks
+    total = [sum(d["class_counts"][c] for d in draws) for c in range(3)]
+    assert all(250 < count < 420 for count in total), total  # inverse weights: about a third each
+    for d in draws:
+        assert all(100 < count < 240 for count in d["class_counts"]), d["class_counts"]  # each rank balanced too
+    # the same (seed, epoch) draw split into strided shards: rebuilding it outside DDP gives the same indices
+    from helpers.imbalance import sample_weights
+    from helpers.samplers import DistributedWeightedSampler
+
+    for rank in range(2):
+        local = DistributedWeightedSampler(sample_weights(labels, "inverse"), num_replicas=2, rank=rank, seed=0)
+        assert list(local) == draws[rank]["indices"]
+
+
+def test_naive_weighted_sampler_draws_the_same_indices_on_every_rank():
+    labels = data.labels_from_counts([900, 90, 10], seed=0).tolist()
+    draws = ddp.run(ddp_demos.naive_weighted_draws, labels, world_size=2, backend="gloo")
+    assert draws[0]["indices"] == draws[1]["indices"] and len(draws[0]["indices"]) == 1000
+
+
+def test_uneven_inputs_fail_within_the_group_timeout_and_join_fixes_them():
+    start = time.monotonic()
+    with pytest.raises(ddp.RankFailed, match="rank [01] failed first"):
+        ddp.run(ddp_demos.uneven_steps, world_size=2, backend="gloo", pg_timeout_s=3, timeout_s=60, grace_s=10)
+    assert time.monotonic() - start < 45
+    fixed = ddp.run(ddp_demos.uneven_steps, 4, 1, True, world_size=2, backend="gloo", pg_timeout_s=10)
+    assert [f["steps"] for f in fixed] == [4, 5]
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_training_script_under_torchrun_exits_cleanly(tmp_path, attempt):
+    """The gloo exit crash (FACTS.md) would show as a non-zero exit here; three runs in a row, each must be clean."""
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "scripts" / "train_ddp.py"),
+         "--out", str(tmp_path), "--epochs", "1"],
+        capture_output=True, text=True, timeout=180, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    import json
+
+    results = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["rank"] for r in results] == [0, 1] and results[0]["all_ranks_class_counts"] == results[1]["all_ranks_class_counts"]
+    total = results[0]["all_ranks_class_counts"]
+    assert min(total) > 0.2 * sum(total)  # the weighted sampler balanced the 4000/400/40 classes
