@@ -90,9 +90,21 @@ def rank_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Callable[..., Any], args: tuple, results: Any) -> None:
+def _exit_with_parent(launcher: int) -> None:
+    """Leave at once if the launching process (the notebook's kernel) has died, so no rank outlives it."""
+    while os.getppid() == launcher:  # once it dies, this process is re-parented and getppid() changes
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Callable[..., Any], args: tuple, results: Any,
+               launcher: int) -> None:
     """One rank: join the group, run fn, send (rank, ok, value or traceback), leave without the gloo exit crash."""
+    import threading
+
     import torch.distributed as dist
+
+    threading.Thread(target=_exit_with_parent, args=(launcher,), daemon=True, name="course_parent_watch").start()
 
     # A spawned child inherits the parent's "spawn" as its default start method; a rank started by torchrun has the
     # platform's default (fork on Linux). Restore that: DataLoader workers spawned from a rank re-import torch (seconds
@@ -162,7 +174,7 @@ def run(fn: Callable[..., Any], *args: Any, world_size: int | None = None, backe
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     port = free_port()
-    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, results))
+    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, results, os.getpid()))
                  for rank in range(launch.world_size)]
     values: dict[int, Any] = {}
     failures: dict[int, str] = {}

@@ -136,3 +136,22 @@ def test_training_script_under_torchrun_exits_cleanly(tmp_path, attempt):
     assert [r["rank"] for r in results] == [0, 1] and results[0]["all_ranks_class_counts"] == results[1]["all_ranks_class_counts"]
     total = results[0]["all_ranks_class_counts"]
     assert min(total) > 0.2 * sum(total)  # the weighted sampler balanced the 4000/400/40 classes
+
+
+def test_ranks_leave_when_the_launching_process_dies(tmp_path):
+    """A launcher killed mid-run (a notebook kernel restarted) must not leave its ranks running."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "from helpers import ddp, ddp_demos; ddp.run(ddp_demos.sleeps, 600, timeout_s=600)"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    parent = psutil.Process(launcher.pid)
+    deadline = time.monotonic() + 60
+    ranks = []
+    while time.monotonic() < deadline and len(ranks) < 2:
+        time.sleep(0.5)
+        ranks = [p for p in parent.children() if "resource_tracker" not in " ".join(p.cmdline())]
+    assert len(ranks) == 2, "the ranks did not start"
+    launcher.kill()
+    launcher.wait()
+    gone, alive = psutil.wait_procs(ranks, timeout=15)
+    assert not alive, f"ranks outlived their launcher: {[p.pid for p in alive]}"
