@@ -691,6 +691,7 @@ def check_rank_loader(fn: Callable[..., Any]) -> CheckResult:
     drawn, counts, seeds = [], [], []
     for rank in (0, 1):
         call = f"{name}(dataset, labels, rank={rank}, world_size=2, batch_size=50)"
+        torch.manual_seed(0)  # as every real rank would after "seed everything": ranks start from the same random state
         try:
             loader = _call(exercise, fn, (dataset, labels, rank, 2, 50))
             batches = list(loader)

@@ -57,7 +57,7 @@ def free_port() -> int:
 
 
 def choose(world_size: int | None = None, backend: str | None = None) -> Launch:
-    """nccl with one rank per GPU when there are enough GPUs, else gloo on CPU; world size defaults to the GPU count or 2 (lesson 05)."""
+    """nccl with one rank per GPU when there are 2+ GPUs (enough for world_size), else gloo on CPU; world size defaults to the GPU count, at least 2 (lesson 05)."""
     import torch.distributed as dist
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -67,12 +67,12 @@ def choose(world_size: int | None = None, backend: str | None = None) -> Launch:
         raise ValueError(f"backend must be one of {BACKENDS} or None, got {_short(backend)}")
     nccl_ok = dist.is_available() and dist.is_nccl_available()
     if backend is None:
-        size = world_size if world_size is not None else (gpus if gpus >= 1 else 2)
+        size = world_size if world_size is not None else max(gpus, 2)  # one rank teaches nothing about ranks
         if gpus >= size and nccl_ok:
             return Launch("nccl", size, f"{gpus} CUDA GPU(s) here, one rank per GPU")
         why = "no CUDA GPU here" if gpus == 0 else f"{gpus} GPU(s) for {size} ranks" if gpus < size else "no nccl in this torch build"
         return Launch("gloo", size, f"{why}, so CPU processes talk over gloo")
-    size = world_size if world_size is not None else (gpus if backend == "nccl" and gpus >= 1 else 2)
+    size = world_size if world_size is not None else max(gpus if backend == "nccl" else 0, 2)
     if backend == "nccl":
         if not nccl_ok:
             raise RuntimeError("backend='nccl' needs a torch build with NCCL; this one has none (use 'gloo' on CPU)")
@@ -97,8 +97,8 @@ def _exit_with_parent(launcher: int) -> None:
     os._exit(1)
 
 
-def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Callable[..., Any], args: tuple, results: Any,
-               launcher: int) -> None:
+def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Callable[..., Any], args: tuple,
+               kwargs: dict[str, Any], results: Any, launcher: int) -> None:
     """One rank: join the group, run fn, send (rank, ok, value or traceback), leave without the gloo exit crash."""
     import threading
 
@@ -118,7 +118,7 @@ def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Ca
             torch.cuda.set_device(rank)
         dist.init_process_group(launch.backend, rank=rank, world_size=launch.world_size,
                                 timeout=datetime.timedelta(seconds=pg_timeout_s))
-        value = fn(*args)
+        value = fn(*args, **kwargs)
         pickle.dumps(value)  # an unpicklable result fails here, in the rank, with a traceback, not silently in the queue
         results.put((rank, True, value))
     except BaseException:  # noqa: BLE001 - every failure goes back to the notebook with its traceback
@@ -162,19 +162,25 @@ def _stop(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
         process.join(timeout=10)
 
 
-def run(fn: Callable[..., Any], *args: Any, world_size: int | None = None, backend: str | None = None,
-        timeout_s: float = 120.0, pg_timeout_s: float = 60.0, grace_s: float = 15.0) -> list[Any]:
-    """Run importable `fn(*args)` on each rank (spawned) in one process group; return the values by rank, or raise naming the failing rank (lesson 05)."""
+def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None, world_size: int | None = None,
+        backend: str | None = None, timeout_s: float = 120.0, pg_timeout_s: float = 60.0, grace_s: float = 15.0) -> list[Any]:
+    """Run importable `fn(*args, **kwargs)` on each rank (spawned) in one process group; return the values by rank, or raise naming the first failing rank (lesson 05).
+
+    timeout_s bounds the whole run (then every rank is killed); pg_timeout_s is the process group's own timeout
+    (`init_process_group(timeout=...)`): how long a collective waits for the other ranks before it raises.
+    """
     if not callable(fn) or getattr(fn, "__module__", "__main__") == "__main__" or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
         raise TypeError(f"fn must be a module-level function importable by spawned processes (not one defined in the notebook), got {_short(fn)}")
     for name, value in (("timeout_s", timeout_s), ("pg_timeout_s", pg_timeout_s), ("grace_s", grace_s)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ValueError(f"{name} must be a positive number of seconds, got {_short(value)}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict of keyword arguments for fn, got {_short(kwargs)}")
     launch = choose(world_size, backend)
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     port = free_port()
-    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, results, os.getpid()))
+    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, kwargs or {}, results, os.getpid()))
                  for rank in range(launch.world_size)]
     values: dict[int, Any] = {}
     failures: dict[int, str] = {}

@@ -96,9 +96,10 @@ def uneven_steps(steps: int = 4, extra_on_last_rank: int = 1, use_join: bool = F
     else:
         last = train()
     dist.barrier()  # end of epoch: every rank waits for the others (say, before rank 0 saves a checkpoint)
+    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))  # DDP keeps the replicas identical
     del model, optimizer
     gc.collect()
-    return {"steps": my_steps, "last_loss": last}
+    return {"steps": my_steps, "last_loss": last, "weights_checksum": checksum}
 
 
 def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: int = 12, batch_size: int = 8) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Lesson 05's DDP training script: an imbalanced task, DistributedWeightedSampler, set_epoch, join, per-rank results.
 
 Run from the repository root, one machine (2 CPU ranks on gloo, or one rank per GPU on nccl):
-    python -m torch.distributed.run --standalone --nproc_per_node=2 scripts/train_ddp.py --out /tmp/ddp-run
+    python -m torch.distributed.run --standalone --nproc-per-node=2 scripts/train_ddp.py --out /tmp/ddp-run
 Many machines: see scripts/README.md. Lines marked `# NEW` are what DDP adds to a one-process loop.
 """
 from __future__ import annotations
@@ -35,7 +35,8 @@ def main() -> None:
     parser.add_argument("--num-workers", type=int, default=0, help="per rank: a node runs ranks x (1 + this) processes")
     args = parser.parse_args()
 
-    use_cuda = torch.cuda.is_available()
+    # one GPU per rank on this node, else CPU ranks on gloo (the lesson's choice, helpers.ddp.choose)
+    use_cuda = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"])
     dist.init_process_group("nccl" if use_cuda else "gloo")  # NEW: torchrun set RANK, WORLD_SIZE, MASTER_ADDR/PORT
     rank, world = dist.get_rank(), dist.get_world_size()  # NEW
     local_rank = int(os.environ["LOCAL_RANK"])  # NEW: this rank's GPU on its node
@@ -45,7 +46,7 @@ def main() -> None:
 
     dataset = imbalanced_classification([4000, 400, 40], seed=0)  # identical on every rank: same seed
     labels = dataset.tensors[1]
-    sampler = DistributedWeightedSampler(sample_weights(labels, "inverse"), seed=0)  # NEW: disjoint weighted shards
+    sampler = DistributedWeightedSampler(sample_weights(labels, "inverse"), seed=0)  # NEW: each rank its positions of one weighted draw
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.num_workers,
                         pin_memory=use_cuda, persistent_workers=args.num_workers > 0)
 
@@ -58,7 +59,7 @@ def main() -> None:
     steps, start = 0, time.perf_counter()
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)  # NEW: a new draw each epoch, the same on every rank
-        with model.join():  # NEW: ranks with fewer batches keep answering the others' all-reduces
+        with model.join():  # NEW: a safety net (the sampler pads shards evenly): ranks that run out keep answering all-reduces
             for features, target in loader:
                 seen += torch.as_tensor(class_counts(target, 3))
                 features, target = features.to(device, non_blocking=True), target.to(device, non_blocking=True)

@@ -37,6 +37,18 @@ def test_choose_picks_gloo_on_a_cpu_machine():
         ddp.choose(2, "nccl")
 
 
+def test_choose_uses_gloo_on_a_one_gpu_machine(monkeypatch):
+    import torch.distributed as dist
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    launch = ddp.choose()
+    assert (launch.backend, launch.world_size) == ("gloo", 2) and "1 GPU(s) for 2 ranks" in launch.reason
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert (ddp.choose().backend, ddp.choose().world_size) == ("nccl", 4)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"world_size": 0}, ValueError, "world_size must be at least 1, got 0"),
     ({"world_size": 2.0}, TypeError, "world_size must be an int"),
@@ -58,6 +70,10 @@ def test_run_refuses_a_function_spawned_ranks_cannot_import():
 
 
 def test_run_returns_each_ranks_value_in_rank_order():
+    with pytest.raises(TypeError, match="kwargs must be a dict"):
+        ddp.run(ddp_demos.whoami, kwargs=[1])
+    orders = ddp.run(ddp_demos.sampler_epochs, 4, kwargs={"epochs": 1, "shuffle": False})
+    assert orders == [[[0, 2]], [[1, 3]]]
     got = ddp.run(ddp_demos.whoami, world_size=2, backend="gloo")
     assert [g["rank"] for g in got] == [0, 1] and {g["world_size"] for g in got} == {2} and got[0]["backend"] == "gloo"
 
@@ -119,13 +135,14 @@ def test_uneven_inputs_fail_within_the_group_timeout_and_join_fixes_them():
     assert time.monotonic() - start < 45
     fixed = ddp.run(ddp_demos.uneven_steps, 4, 1, True, world_size=2, backend="gloo", pg_timeout_s=10)
     assert [f["steps"] for f in fixed] == [4, 5]
+    assert fixed[0]["weights_checksum"] == fixed[1]["weights_checksum"]  # join kept the replicas in step
 
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_training_script_under_torchrun_exits_cleanly(tmp_path, attempt):
     """The gloo exit crash (FACTS.md) would show as a non-zero exit here; three runs in a row, each must be clean."""
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "scripts" / "train_ddp.py"),
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(ROOT / "scripts" / "train_ddp.py"),
          "--out", str(tmp_path), "--epochs", "1"],
         capture_output=True, text=True, timeout=180, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
