@@ -23,6 +23,14 @@ def as_int(name: str, value: Any, minimum: int | None = None) -> int:
     return int(value)
 
 
+def as_device(name: str, value: Any) -> torch.device:
+    """`value` as a torch.device; anything torch.device refuses is a ValueError naming `name`."""
+    try:
+        return torch.device(value)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda:0', got {_short(value)}") from exc
+
+
 def as_fraction(name: str, value: Any, low: float, high: float, *, include_low: bool, include_high: bool) -> float:
     """`value` as a finite float inside the interval from `low` to `high`."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):

@@ -53,15 +53,24 @@ def naive_weighted_draws(labels: list[int], seed: int = 0) -> dict[str, Any]:
     torch.manual_seed(seed)  # "seed everything", the same on every rank
     weights = sample_weights(labels, "inverse")
     indices = list(WeightedRandomSampler(weights, num_samples=len(labels)))
+    return _draws(labels, indices)
+
+
+def _draws(labels: list[int], indices: list[int]) -> dict[str, Any]:
+    """The drawn indices and the class counts they give."""
     return {"indices": indices, "class_counts": class_counts(np.asarray(labels)[indices], max(labels) + 1).tolist()}
+
+
+def _ddp(module: nn.Module, device: torch.device) -> nn.parallel.DistributedDataParallel:
+    """`module` on this rank's device, wrapped in DDP (device_ids only for a GPU)."""
+    return nn.parallel.DistributedDataParallel(module.to(device), device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def distributed_weighted_draws(labels: list[int], seed: int = 0, epoch: int = 0) -> dict[str, Any]:
     """This rank's share of one global weighted draw (DistributedWeightedSampler): indices and class counts."""
     sampler = DistributedWeightedSampler(sample_weights(labels, "inverse"), seed=seed)
     sampler.set_epoch(epoch)
-    indices = list(sampler)
-    return {"indices": indices, "class_counts": class_counts(np.asarray(labels)[indices], max(labels) + 1).tolist()}
+    return _draws(labels, list(sampler))
 
 
 def batch_mix(labels: list[int], shuffle: bool, batch_size: int = 16, num_batches: int = 8) -> list[list[int]]:
@@ -76,7 +85,7 @@ def uneven_steps(steps: int = 4, extra_on_last_rank: int = 1, use_join: bool = F
     rank, world = dist.get_rank(), dist.get_world_size()
     device = rank_device()
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(nn.Linear(8, 2).to(device), device_ids=[device.index] if device.type == "cuda" else None)
+    model = _ddp(nn.Linear(8, 2), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     my_steps = steps + (extra_on_last_rank if rank == world - 1 else 0)
     inputs = torch.randn(4, 8, device=device)
@@ -109,7 +118,7 @@ def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: 
     dataset = SlowDataset(num_items=4096, io_ms=slow_io_ms if rank == slow_rank else 0.0, shape=(16,))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, seed=0), num_workers=num_workers,
                         persistent_workers=False)
-    model = nn.parallel.DistributedDataParallel(nn.Linear(16, 10).to(device), device_ids=[device.index] if device.type == "cuda" else None)
+    model = _ddp(nn.Linear(16, 10), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     timer = StepTimer(device)
     for step, (images, labels) in enumerate(timer.wrap(loader)):

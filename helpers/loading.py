@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from helpers._validate import _short, as_fraction, as_int
+from helpers._validate import as_device as _as_device
 from helpers.workloads import SlowDataset, spin, spin_iterations_per_ms
 
 # DataLoader arguments a sweep may vary, with the smallest value each accepts.
@@ -227,10 +228,7 @@ class StepTimer:
     """Splits each training step into waiting for data and computing: `for batch in timer.wrap(loader): ...` (lesson 03)."""
 
     def __init__(self, device: str | torch.device | None = None) -> None:
-        try:
-            self.device = torch.device("cpu" if device is None else device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda:0', got {_short(device)}") from exc
+        self.device = _as_device("device", "cpu" if device is None else device)
         self.data_wait_s: list[float] = []
         self.compute_s: list[float] = []
 

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from helpers._validate import _short, as_int
+from helpers._validate import as_device as _as_device
 
 MIB = 2**20
 GB = 1e9  # bandwidth is quoted in decimal GB/s, as NVIDIA and PCIe specifications do
@@ -21,10 +22,7 @@ REFERENCE_DIR = Path(__file__).resolve().parent.parent / "docs" / "reference-res
 
 def as_device(device: Any) -> torch.device:
     """`device` as a torch.device; a CUDA device on a machine without CUDA raises RuntimeError naming it (lesson 04)."""
-    try:
-        result = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda:0', got {_short(device)}") from exc
+    result = _as_device("device", device)
     if result.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"device={str(device)!r} needs a CUDA GPU, and torch.cuda.is_available() is False on this machine")
     if result.type == "cuda" and result.index is not None and result.index >= torch.cuda.device_count():
