@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import html
+import math
 import multiprocessing
 import os
 import platform
 import shutil
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from helpers.course import LESSONS, NEEDS
 
@@ -40,6 +42,8 @@ class EnvReport:
     gpu_count: int
     gpu_names: tuple[str, ...]
     logical_cpus: int
+    affinity_cpus: int
+    cpu_quota: float | None
     usable_cpus: int
     ram_total_bytes: int
     ram_available_bytes: int
@@ -61,7 +65,9 @@ class EnvReport:
             ("CUDA available", str(self.cuda_available)),
             ("GPUs", f"{self.gpu_count}" + (f": {', '.join(self.gpu_names)}" if self.gpu_names else "")),
             ("CPU cores (os.cpu_count)", str(self.logical_cpus)),
-            ("usable CPU cores (sched_getaffinity)", str(self.usable_cpus)),
+            ("cores this process may run on (sched_getaffinity)", str(self.affinity_cpus)),
+            ("CPU quota (cgroup cpu.max / cfs_quota_us)", "none" if self.cpu_quota is None else f"{self.cpu_quota:g} cores"),
+            ("usable CPU cores (the smaller of the two)", str(self.usable_cpus)),
             ("RAM total / available", f"{self.ram_total_bytes / GIB:.1f} / {self.ram_available_bytes / GIB:.1f} GiB"),
             ("/dev/shm", shm),
             ("multiprocessing start method", self.start_method),
@@ -79,10 +85,16 @@ class EnvReport:
                 f"/dev/shm is only {self.shm_bytes / 2**20:.0f} MiB: DataLoader workers pass batches "
                 "through it and can die with 'Bus error'; in Docker start with --shm-size=8g or --ipc=host"
             )
-        if self.usable_cpus < self.logical_cpus:
+        if self.affinity_cpus < self.logical_cpus:
             found.append(
-                f"this process may use {self.usable_cpus} of {self.logical_cpus} cores (affinity or a "
-                "container limit): size num_workers by the usable number"
+                f"this process may run on {self.affinity_cpus} of {self.logical_cpus} cores (a CPU set: "
+                "taskset, a container or a scheduler): size num_workers by the usable number"
+            )
+        if self.cpu_quota is not None and self.cpu_quota < self.affinity_cpus:
+            found.append(
+                f"a CPU quota allows {self.cpu_quota:g} cores (docker --cpus, a Kubernetes CPU limit) although "
+                f"{self.affinity_cpus} are visible: size num_workers by {self.usable_cpus}; PyTorch's "
+                "over-subscription warning only knows the visible cores"
             )
         if self.ipywidgets is None:
             found.append("ipywidgets is not installed: the lessons' widgets will not render")
@@ -142,11 +154,59 @@ def _lesson_verdict(env: EnvReport, stem: str, needs: str) -> LessonVerdict:
     raise ValueError(f"needs must be one of {sorted(NEEDS)}, got {needs!r}")
 
 
-def usable_cpus() -> int:
+def affinity_cpus() -> int:
     """CPU cores this process may run on: sched_getaffinity where the OS has it, else os.cpu_count."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _with_parents(mount: Path, group: str) -> list[Path]:
+    """A cgroup's folder and its parents up to the mount: a limit set on a parent applies too."""
+    folder = mount / group.strip("/")
+    folders = [folder]
+    while folder != mount and folder != folder.parent:
+        folder = folder.parent
+        folders.append(folder)
+    return [f for f in folders if f.is_dir()]
+
+
+def cpu_quota(cgroup_root: str | os.PathLike = "/sys/fs/cgroup", self_cgroup: str | os.PathLike = "/proc/self/cgroup") -> float | None:
+    """Cores a cgroup CPU quota allows this process (v2 cpu.max, v1 cpu.cfs_quota_us), None when there is none."""
+    root = Path(cgroup_root)
+    lines = _read(Path(self_cgroup))
+    if lines is None:
+        return None
+    limits = []
+    for line in lines.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, group = rest.partition(":")
+        if hierarchy == "0" and controllers == "":  # cgroup v2: one unified tree
+            for folder in _with_parents(root, group):
+                quota, _, period = (_read(folder / "cpu.max") or "max").partition(" ")
+                if quota != "max":
+                    limits.append(int(quota) / int(period or 100_000))
+        elif "cpu" in controllers.split(","):  # cgroup v1: the cpu controller's own tree
+            for mount in {root / controllers, root / "cpu"}:
+                for folder in _with_parents(mount, group):
+                    quota, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+                    if quota and period and int(quota) > 0:
+                        limits.append(int(quota) / int(period))
+    return min(limits) if limits else None
+
+
+def usable_cpus() -> int:
+    """Cores to size num_workers by: the affinity count, or fewer when a cgroup CPU quota is smaller."""
+    quota = cpu_quota()
+    cores = affinity_cpus()
+    return cores if quota is None else max(1, min(cores, math.floor(quota)))
 
 
 def _package_version(name: str) -> str | None:
@@ -177,6 +237,8 @@ def report() -> EnvReport:
         gpu_count=gpu_count,
         gpu_names=gpu_names,
         logical_cpus=os.cpu_count() or 1,
+        affinity_cpus=affinity_cpus(),
+        cpu_quota=cpu_quota(),
         usable_cpus=usable_cpus(),
         ram_total_bytes=memory.total,
         ram_available_bytes=memory.available,

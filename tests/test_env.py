@@ -9,13 +9,15 @@ from helpers.course import LESSONS, lesson
 
 def test_report_is_consistent():
     report = env.report()
-    assert 1 <= report.usable_cpus <= report.logical_cpus
-    assert report.usable_cpus == len(os.sched_getaffinity(0))
+    assert 1 <= report.usable_cpus <= report.affinity_cpus <= report.logical_cpus
+    assert report.affinity_cpus == len(os.sched_getaffinity(0))
+    quota = env.cpu_quota()
+    assert report.usable_cpus == (report.affinity_cpus if quota is None else max(1, min(report.affinity_cpus, int(quota))))
     assert report.gpu_count == len(report.gpu_names)
     assert report.ram_available_bytes <= report.ram_total_bytes
     assert report.start_method in {"fork", "spawn", "forkserver"}
     text = str(report)
-    assert "usable CPU cores (sched_getaffinity)" in text and "<table>" in report._repr_html_()
+    assert "cores this process may run on (sched_getaffinity)" in text and "CPU quota" in text and "<table>" in report._repr_html_()
 
 
 def _fake(**changes):
@@ -35,10 +37,68 @@ def test_verdict_follows_the_hardware():
 
 
 def test_warnings_name_small_shm_and_affinity():
-    report = _fake(shm_bytes=64 * 2**20, usable_cpus=1, logical_cpus=4)
+    report = _fake(shm_bytes=64 * 2**20, affinity_cpus=1, usable_cpus=1, logical_cpus=4, cpu_quota=None)
     text = " ".join(report.warnings())
     assert "64 MiB" in text and "Bus error" in text and "1 of 4 cores" in text
-    assert _fake(shm_bytes=8 * 2**30, usable_cpus=2, logical_cpus=2).warnings() == []
+    assert _fake(shm_bytes=8 * 2**30, affinity_cpus=2, usable_cpus=2, logical_cpus=2, cpu_quota=None).warnings() == []
+    quota = " ".join(_fake(affinity_cpus=8, usable_cpus=1, logical_cpus=8, cpu_quota=1.5).warnings())
+    assert "quota allows 1.5 cores" in quota and "size num_workers by 1" in quota
+
+
+def _cgroup_v2(tmp_path, limits):
+    """A cgroup v2 tree like /sys/fs/cgroup: this process in /kubepods/pod/ctr, cpu.max per folder."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cgroup").write_text("0::/kubepods/pod/ctr\n")
+    for folder, text in limits.items():
+        (tmp_path / "fs" / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / folder / "cpu.max").write_text(text + "\n")
+    (tmp_path / "fs" / "kubepods/pod/ctr").mkdir(parents=True, exist_ok=True)
+    return tmp_path / "fs", tmp_path / "proc" / "cgroup"
+
+
+def _cgroup_v1(tmp_path, quota_us, period_us="100000"):
+    """A cgroup v1 tree: the cpu controller mounted at cpu,cpuacct, this process in /docker/abc."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cgroup").write_text("4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n")
+    folder = tmp_path / "fs" / "cpu,cpuacct" / "docker" / "abc"
+    folder.mkdir(parents=True)
+    (folder / "cpu.cfs_quota_us").write_text(quota_us + "\n")
+    (folder / "cpu.cfs_period_us").write_text(period_us + "\n")
+    return tmp_path / "fs", tmp_path / "proc" / "cgroup"
+
+
+@pytest.mark.parametrize(
+    "limits, cores",
+    [
+        ({"kubepods/pod/ctr": "150000 100000"}, 1.5),  # docker --cpus=1.5
+        ({"kubepods/pod/ctr": "max 100000"}, None),  # no limit
+        ({"kubepods": "200000 100000", "kubepods/pod/ctr": "max 100000"}, 2.0),  # a parent's limit applies
+        ({"kubepods": "400000 100000", "kubepods/pod": "50000 100000"}, 0.5),  # the tightest one wins
+    ],
+)
+def test_cpu_quota_reads_cgroup_v2(tmp_path, limits, cores):
+    root, self_cgroup = _cgroup_v2(tmp_path, limits)
+    assert env.cpu_quota(root, self_cgroup) == cores
+
+
+@pytest.mark.parametrize("quota_us, cores", [("250000", 2.5), ("-1", None)])
+def test_cpu_quota_reads_cgroup_v1(tmp_path, quota_us, cores):
+    root, self_cgroup = _cgroup_v1(tmp_path, quota_us)
+    assert env.cpu_quota(root, self_cgroup) == cores
+
+
+def test_cpu_quota_without_cgroups(tmp_path):
+    assert env.cpu_quota(tmp_path, tmp_path / "missing") is None
+
+
+def test_usable_cpus_takes_the_smaller(monkeypatch):
+    monkeypatch.setattr(env, "affinity_cpus", lambda: 8)
+    monkeypatch.setattr(env, "cpu_quota", lambda: 2.5)
+    assert env.usable_cpus() == 2
+    monkeypatch.setattr(env, "cpu_quota", lambda: 0.5)
+    assert env.usable_cpus() == 1
+    monkeypatch.setattr(env, "cpu_quota", lambda: None)
+    assert env.usable_cpus() == 8
 
 
 def test_needs_cuda_skips_with_one_line(capsys, monkeypatch):

@@ -55,3 +55,30 @@ def test_stub_keeps_indentation_and_numbers():
     out = make_exercises.stub_source("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n", "03", counter, "x")
     assert 'raise NotImplementedError("Exercise 03.1:' in out and "return 1" not in out and counter == [0 + 1]
     assert out.splitlines()[2].startswith("    raise")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.name)
+def test_exercise_gives_nothing_away(path):
+    text = (ROOT / "exercises" / make_exercises.exercise_name(path)).read_text()
+    assert make_exercises.leak_problems(text, path) == []
+
+
+def test_leak_check_catches_banner_markers_and_bodies(tmp_path):
+    solution = tmp_path / "07_x_solutions.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# X"), nbformat.v4.new_markdown_cell(make_exercises.SOLUTION_BANNER),
+                nbformat.v4.new_code_cell("def f(x):\n    ### BEGIN SOLUTION\n    y = x * 41\n    return y + x\n    ### END SOLUTION")]
+    nbformat.write(nb, solution)
+    text, stubs = make_exercises.generate(solution)
+    assert stubs == 1 and make_exercises.leak_problems(text, solution) == []
+    assert nbformat.reads(text, as_version=4).cells[1].source == make_exercises.EXERCISE_BANNER
+    assert "solution notebook" not in text.lower()
+    found = " ".join(make_exercises.leak_problems(nbformat.writes(nb), solution))  # the solution itself, as an exercise
+    assert "tells the learner it is the solution notebook" in found and "solution markers" in found and "y = x * 41" in found
+
+
+def test_generator_writes_the_banner_into_a_solution():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# X"), nbformat.v4.new_code_cell("x = 1")]
+    assert make_exercises.with_banner(nb) and nb.cells[1].source == make_exercises.SOLUTION_BANNER
+    assert not make_exercises.with_banner(nb)

@@ -46,3 +46,48 @@ def test_readme_course_map_is_true():
         row = rows[lesson.stem]
         assert NEEDS[lesson.needs] in row and f"| {lesson.minutes} |" in row, f"README row for {lesson.stem} disagrees with helpers/course.py: {row}"
     assert "make lab" in readme and "make test" in readme
+
+
+def _lesson_tree(tmp_path, monkeypatch, cells_by_name):
+    """A course tree in tmp_path with minimal notebooks; check_notebooks looks there."""
+    monkeypatch.setattr(check_notebooks, "ROOT", tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    for name, cells in cells_by_name.items():
+        nb = {"cells": [{"cell_type": kind, "metadata": {}, "source": text} for kind, text in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+        (tmp_path / "notebooks" / name).write_text(json.dumps(nb))
+    return tmp_path / "notebooks"
+
+
+@pytest.mark.parametrize("line", ["%%writefile x.py", "assert x == 1", "print(x)", "import torch", "from torch import nn"])
+def test_markdown_holding_code_is_named_by_file_cell_and_line(tmp_path, monkeypatch, line):
+    folder = _lesson_tree(tmp_path, monkeypatch, {"00_a.ipynb": [("markdown", "# A"), ("markdown", f"Text before:\n{line}")]})
+    (problem,) = check_notebooks.markdown_code_problems(folder / "00_a.ipynb")
+    assert problem.startswith("notebooks/00_a.ipynb cell 1 line 2:") and line[:10] in problem
+
+
+def test_fenced_code_and_prose_in_markdown_pass(tmp_path, monkeypatch):
+    text = "Read this:\n```python\nimport torch\nprint(1)\n```\nThe import statement is prose here; print it later."
+    folder = _lesson_tree(tmp_path, monkeypatch, {"00_a.ipynb": [("markdown", text)]})
+    assert check_notebooks.markdown_code_problems(folder / "00_a.ipynb") == []
+
+
+def test_next_section_links_the_next_lesson(tmp_path, monkeypatch):
+    folder = _lesson_tree(tmp_path, monkeypatch, {
+        "00_a.ipynb": [("markdown", "## Next\nLesson 01 is in preparation.")],
+        "01_b.ipynb": [("markdown", "## Next\nLesson 02 is in preparation.")],
+    })
+    assert "must link to the next lesson, (01_b.ipynb)" in check_notebooks.next_problems(folder / "00_a.ipynb")[0]
+    assert check_notebooks.notebook_preparation_problems(folder / "00_a.ipynb")  # 01 exists
+    assert check_notebooks.next_problems(folder / "01_b.ipynb") == []  # the last lesson: nothing to link
+    assert check_notebooks.notebook_preparation_problems(folder / "01_b.ipynb") == []  # 02 does not exist
+
+
+def test_readme_never_calls_an_existing_lesson_in_preparation():
+    assert check_notebooks.preparation_problems((ROOT / "README.md").read_text(), "README.md") == []
+    assert check_notebooks.preparation_problems("Lesson 01 is in preparation.", "x")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_lesson_links_its_successor(path):
+    found = check_notebooks.next_problems(path) + check_notebooks.notebook_preparation_problems(path)
+    assert not found, "\n".join(found)

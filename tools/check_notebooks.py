@@ -98,18 +98,82 @@ def link_problems(path: Path) -> list[str]:
     return found
 
 
+# A line that is code, not prose: a cell magic, an assert, a print call or an import.
+CODE_LINE = re.compile(r"^\s*(%%|assert |print\(|import \w|from [\w.]+ import )")
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def markdown_code_problems(path: Path) -> list[str]:
+    """Markdown cells holding unfenced code: a code cell merged into the text by an editor slip."""
+    rel = path.relative_to(ROOT)
+    found = []
+    for index, cell in enumerate(_cells(path)):
+        if cell["cell_type"] != "markdown":
+            continue
+        fenced = False
+        for number, line in enumerate(_text(cell).splitlines(), start=1):
+            if FENCE.match(line):
+                fenced = not fenced
+            elif not fenced and CODE_LINE.match(line):
+                found.append(f"{rel} cell {index} line {number}: markdown holds code `{line.strip()[:60]}`: "
+                             "make it a code cell, or fence it in ``` if it is meant to be read, not run")
+    return found
+
+
 def file_problems(path: Path) -> list[str]:
-    """Hygiene problems every notebook can have: outputs, size, kernel, broken links."""
-    return output_problems(path) + size_problems(path) + kernel_problems(path) + link_problems(path)
+    """Hygiene problems every notebook can have: outputs, size, kernel, broken links, code in markdown."""
+    return (output_problems(path) + size_problems(path) + kernel_problems(path) + link_problems(path)
+            + markdown_code_problems(path))
+
+
+def _lessons(root: Path) -> list[Path]:
+    return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def next_problems(path: Path) -> list[str]:
+    """A lesson's "Next" section must link to the next lesson when that notebook exists."""
+    rel = path.relative_to(ROOT)
+    lessons = _lessons(path.parent.parent)
+    later = [p for p in lessons if p.name > path.name]
+    sections = [_text(c) for c in _cells(path) if c["cell_type"] == "markdown" and re.match(r"^##\s+Next\b", _text(c))]
+    if not sections:
+        return [f"{rel}: no '## Next' section"]
+    if later and f"({later[0].name})" not in sections[-1]:
+        return [f"{rel}: the Next section must link to the next lesson, ({later[0].name})"]
+    return []
+
+
+def preparation_problems(text: str, where: str, root: Path = ROOT) -> list[str]:
+    """Sentences calling a lesson "in preparation" although its notebook exists."""
+    found = []
+    for sentence in re.split(r"(?<=[.;:])\s+", text.replace("\n", " ")):
+        if "in preparation" not in sentence.lower():
+            continue
+        for lesson in _lessons(root):
+            number = lesson.name[:2]
+            if re.search(rf"\b(lesson|lessons)\s+{number}\b", sentence, re.IGNORECASE) or lesson.stem in sentence:
+                found.append(f"{where}: says lesson {number} is in preparation, but notebooks/{lesson.name} exists: "
+                             f"`{sentence.strip()[:80]}`")
+    return found
+
+
+def notebook_preparation_problems(path: Path) -> list[str]:
+    """preparation_problems over a notebook's markdown cells."""
+    rel = path.relative_to(ROOT)
+    return [problem for index, cell in enumerate(_cells(path)) if cell["cell_type"] == "markdown"
+            for problem in preparation_problems(_text(cell), f"{rel} cell {index}", path.parent.parent)]
 
 
 def problems(root: Path = ROOT) -> list[str]:
     """Every hygiene problem in the course's notebooks."""
     found = []
     for path in all_notebooks(root):
-        found += file_problems(path)
+        found += file_problems(path) + notebook_preparation_problems(path)
         if path.parent.name == "notebooks":
-            found += structure_problems(path)
+            found += structure_problems(path) + next_problems(path)
+    readme = root / "README.md"
+    if readme.exists():
+        found += preparation_problems(readme.read_text(), "README.md", root)
     return found
 
 

@@ -2,8 +2,10 @@
 
 In a solution notebook, each region between `### BEGIN SOLUTION` and `### END SOLUTION` (inside a
 function body) becomes a stub raising NotImplementedError("Exercise NN.K: ..."), K counting regions
-in order; cells tagged `solution-only` are dropped; outputs are cleared. `--check` writes nothing
-and fails when an exercise notebook differs from what its solution would generate.
+in order; outputs are cleared. The generator owns the banner (cell 1): it writes SOLUTION_BANNER into
+each solution notebook and EXERCISE_BANNER in its place in the exercise, so no hand-set tag decides
+what a learner sees. `--check` writes nothing and fails when a solution lacks its banner, when an
+exercise notebook differs from what its solution would generate, or when an exercise leaks a solution.
 """
 from __future__ import annotations
 
@@ -16,7 +18,17 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-SOLUTION_ONLY_TAG = "solution-only"
+SOLUTION_BANNER = (
+    "*This is the solution notebook. The exercises notebook in `exercises/` is generated from it\n"
+    "by `make exercises`; each solution region below becomes a `NotImplementedError` stub there.*"
+)
+EXERCISE_BANNER = (
+    "*Your exercise notebook: complete each function where it raises `NotImplementedError`, then run\n"
+    "the self-check below it. Worked answers are in `solutions/`: try first.*"
+)
+# A banner that says "solution" only in the generated solution notebook; any cell saying it is dropped
+# from the exercise, whatever its tags.
+BANNER_MARK = "solution notebook"
 SOLUTION_NAME = re.compile(r"^(\d\d)_([a-z0-9_]+)_solutions\.ipynb$")
 
 
@@ -61,6 +73,61 @@ def stub_source(source: str, number: str, counter: list[int], where: str) -> str
     return "\n".join(out)
 
 
+def _is_banner(cell: dict) -> bool:
+    """A markdown cell that tells the reader it is the solution notebook."""
+    return cell.get("cell_type") == "markdown" and BANNER_MARK in "".join(cell.get("source", "")).lower()
+
+
+def with_banner(nb: nbformat.NotebookNode) -> bool:
+    """Put SOLUTION_BANNER as cell 1 of a solution notebook (replacing any old banner); True if it changed."""
+    cells = [cell for cell in nb.cells if not _is_banner(cell)]
+    banner = nbformat.v4.new_markdown_cell(SOLUTION_BANNER)
+    current = [cell for cell in nb.cells if _is_banner(cell)]
+    if len(current) == 1 and nb.cells.index(current[0]) == 1 and current[0].source == SOLUTION_BANNER:
+        return False
+    banner.id = current[0].get("id", banner.id) if current else banner.id
+    nb.cells = cells[:1] + [banner] + cells[1:]
+    return True
+
+
+def solution_regions(source: str) -> list[str]:
+    """The code of each marked region of one cell, dedented, blank lines and comments left out."""
+    regions: list[str] = []
+    lines: list[str] | None = None
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped == BEGIN:
+            lines = []
+        elif stripped == END and lines is not None:
+            regions.append("\n".join(lines))
+            lines = None
+        elif lines is not None and stripped and not stripped.startswith("#"):
+            lines.append(stripped)
+    return regions
+
+
+def leak_problems(exercise_text: str, solution: Path) -> list[str]:
+    """What an exercise notebook gives away: the solution banner, solution markers, or a solution body."""
+    nb = nbformat.reads(exercise_text, as_version=4)
+    name = exercise_name(solution)
+    found = []
+    for index, cell in enumerate(nb.cells):
+        text = cell.source
+        if BANNER_MARK in text.lower():
+            found.append(f"exercises/{name} cell {index}: tells the learner it is the solution notebook")
+        if BEGIN in text or END in text:
+            found.append(f"exercises/{name} cell {index}: contains solution markers")
+    code = "\n".join(line.strip() for cell in nb.cells if cell.cell_type == "code" for line in cell.source.splitlines())
+    for cell in nbformat.read(solution, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        for region in solution_regions(cell.source):
+            if region and region in code:
+                first = region.splitlines()[0]
+                found.append(f"exercises/{name}: contains the body of a solution region (starting `{first}`)")
+    return found
+
+
 def generate(solution: Path) -> tuple[str, int]:
     """The exercise notebook's text for one solution notebook, and how many stubs it has."""
     number = exercise_name(solution)[:2]
@@ -68,9 +135,12 @@ def generate(solution: Path) -> tuple[str, int]:
     counter = [0]
     cells = []
     for index, cell in enumerate(nb.cells):
-        if SOLUTION_ONLY_TAG in cell.get("metadata", {}).get("tags", []):
-            continue
         where = f"{solution.relative_to(ROOT) if solution.is_relative_to(ROOT) else solution} cell {index}"
+        if _is_banner(cell):
+            banner = nbformat.v4.new_markdown_cell(EXERCISE_BANNER)
+            banner.id = f"{cell.get('id', 'banner')}-exercise"[:64]
+            cells.append(banner)
+            continue
         if cell.cell_type == "code":
             cell.source = stub_source(cell.source, number, counter, where)
             cell.outputs = []
@@ -94,9 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     expected_names = set()
     problems = []
     for solution in solutions:
+        nb = nbformat.read(solution, as_version=4)
+        if with_banner(nb):
+            if args.check:
+                problems.append(f"solutions/{solution.name} lacks the generated banner in cell 1: run `make exercises`")
+            else:
+                nbformat.write(nb, solution)
+                print(f"wrote the banner into solutions/{solution.name}")
         target = ROOT / "exercises" / exercise_name(solution)
         expected_names.add(target.name)
         text, stubs = generate(solution)
+        problems += leak_problems(text, solution)
         current = target.read_text() if target.exists() else None
         if current == text:
             continue
