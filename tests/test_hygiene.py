@@ -91,3 +91,9 @@ def test_readme_never_calls_an_existing_lesson_in_preparation():
 def test_lesson_links_its_successor(path):
     found = check_notebooks.next_problems(path) + check_notebooks.notebook_preparation_problems(path)
     assert not found, "\n".join(found)
+
+
+def test_markdown_pages_link_to_files_that_exist(tmp_path):
+    assert check_notebooks.doc_link_problems() == []
+    (tmp_path / "README.md").write_text("See [the guide](docs/missing.md) and [PyTorch](https://pytorch.org).")
+    assert check_notebooks.doc_link_problems(tmp_path) == ["README.md: links to docs/missing.md, which does not exist"]

@@ -120,6 +120,16 @@ def markdown_code_problems(path: Path) -> list[str]:
     return found
 
 
+def doc_link_problems(root: Path = ROOT) -> list[str]:
+    """Relative links in the course's Markdown pages (README, CONTRIBUTING, docs/) that do not resolve."""
+    found = []
+    for page in sorted([*root.glob("*.md"), *(root / "docs").rglob("*.md"), *(root / "scripts").glob("*.md")]):
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not target.startswith("mailto:") and not (page.parent / target).exists():
+                found.append(f"{page.relative_to(root)}: links to {target}, which does not exist")
+    return found
+
+
 def file_problems(path: Path) -> list[str]:
     """Hygiene problems every notebook can have: outputs, size, kernel, broken links, code in markdown."""
     return (output_problems(path) + size_problems(path) + kernel_problems(path) + link_problems(path)
@@ -171,6 +181,7 @@ def problems(root: Path = ROOT) -> list[str]:
         found += file_problems(path) + notebook_preparation_problems(path)
         if path.parent.name == "notebooks":
             found += structure_problems(path) + next_problems(path)
+    found += doc_link_problems(root)
     readme = root / "README.md"
     if readme.exists():
         found += preparation_problems(readme.read_text(), "README.md", root)
