@@ -1,6 +1,7 @@
 """Scores that an imbalanced dataset cannot fool: per-class recall, balanced accuracy, macro-F1 (lesson 01)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -66,3 +67,30 @@ def scores(y_true: Any, y_pred: Any, num_classes: int, minority: int | None = No
         "macro_f1": macro_f1(truth, y_pred, num_classes),
         "minority_recall": float(recall[minority]),
     }
+
+
+@dataclass(frozen=True)
+class SeedSpread:
+    """Scores over several seeds, per metric: the mean, the sample standard deviation (ddof=1) and the min and max (lesson 02)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    def overlaps(self, other: SeedSpread, column: int) -> bool:
+        """True when the two min-max ranges of metric `column` overlap: the seeds cannot tell the two apart."""
+        column = as_int("column", column, minimum=0)
+        if column >= len(self.mean):
+            raise ValueError(f"column must be below the number of metrics ({len(self.mean)}), got {column}")
+        return bool(self.low[column] <= other.high[column] and other.low[column] <= self.high[column])
+
+
+def over_seeds(rows: Any) -> SeedSpread:
+    """Summarise one row of metric values per seed (at least 2 seeds) as mean, std (ddof=1), min and max (lesson 02)."""
+    array = np.asarray(rows, dtype=np.float64)
+    if array.ndim != 2 or array.shape[0] < 2 or array.shape[1] < 1:
+        raise ValueError(f"rows must be a 2-D table with one row per seed and at least 2 seeds, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"rows must hold finite scores, got {array.tolist()}")
+    return SeedSpread(array.mean(axis=0), array.std(axis=0, ddof=1), array.min(axis=0), array.max(axis=0))

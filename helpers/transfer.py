@@ -158,10 +158,12 @@ class BandwidthSweep:
             kind = "pinned" if pinned else "pageable"
             ax.plot(sizes, [self.rate(s, pinned) for s in sizes], marker="o", label=f"{label}{kind} source")
         ax.set_xscale("log")
-        ax.set_xlabel("bytes per copy")
+        ax.set_xlabel("bytes per copy (log scale)")
         ax.set_ylabel("host-to-device GB/s (median)")
-        ax.set_title(f"Host-to-device bandwidth, {self.device_name}")
-        ax.legend()
+        small, big = sizes[0], sizes[-1]
+        ax.set_title(f"{self.device_name}: pinned/pageable {self.rate(small, True) / self.rate(small, False):.2f}x at "
+                     f"{format_bytes(small)}, {self.rate(big, True) / self.rate(big, False):.2f}x at {format_bytes(big)}")
+        ax.legend(loc="best")
         return ax
 
 
@@ -188,6 +190,27 @@ def median_seconds(run: Callable[[], Any], synchronize: Callable[[], Any], repea
         synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def interleaved_medians(runs: Mapping[str, Callable[[], Any]], synchronize: Callable[[], Any], rounds: int = 7, warmup: int = 1) -> dict[str, float]:
+    """Median wall seconds of each run, timed in interleaved rounds (A, B, A, B, ...) so that load hits all alike (lesson 04)."""
+    if not isinstance(runs, Mapping) or not runs or not all(callable(run) for run in runs.values()):
+        raise ValueError(f"runs must map names to callables, at least one, got {_short(runs)}")
+    rounds = as_int("rounds", rounds, minimum=1)
+    warmup = as_int("warmup", warmup, minimum=0)
+    for _ in range(warmup):
+        for run in runs.values():
+            run()
+    synchronize()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for round_number in range(rounds):
+        order = list(runs.items()) if round_number % 2 == 0 else list(runs.items())[::-1]  # no run always goes first
+        for name, run in order:
+            start = time.perf_counter()
+            run()
+            synchronize()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _event_ms(run: Callable[[], Any], repeats: int, warmup: int) -> float:
@@ -242,17 +265,22 @@ class PinningCosts:
 
 
 def pinning_costs(num_bytes: int, device: Any = "cuda", repeats: int = 10, warmup: int = 2) -> PinningCosts:
-    """Wall time of pageable `.to()`, pinning on the fly then copying, and copying an already pinned tensor (lesson 04)."""
+    """Wall time of pageable `.to()`, pinning on the fly then copying, and copying an already pinned tensor, interleaved (lesson 04)."""
     target = _cuda(device, "pinning_costs")
     num_bytes = as_int("num_bytes", num_bytes, minimum=1)
     pageable = torch.ones(num_bytes, dtype=torch.uint8)
     pinned = pageable.pin_memory()
     sync = lambda: torch.cuda.synchronize(target)  # noqa: E731
+    seconds = interleaved_medians({
+        "pageable": lambda: pageable.to(target),
+        "pin_then_copy": lambda: pageable.pin_memory().to(target, non_blocking=True),
+        "pinned": lambda: pinned.to(target, non_blocking=True),
+    }, sync, rounds=repeats, warmup=warmup)
     return PinningCosts(
         num_bytes=num_bytes,
-        pageable_ms=1000 * median_seconds(lambda: pageable.to(target), sync, repeats, warmup),
-        pin_then_copy_ms=1000 * median_seconds(lambda: pageable.pin_memory().to(target, non_blocking=True), sync, repeats, warmup),
-        pinned_ms=1000 * median_seconds(lambda: pinned.to(target, non_blocking=True), sync, repeats, warmup),
+        pageable_ms=1000 * seconds["pageable"],
+        pin_then_copy_ms=1000 * seconds["pin_then_copy"],
+        pinned_ms=1000 * seconds["pinned"],
         pin_only_ms=1000 * in_pin_thread(lambda: median_seconds(pageable.pin_memory, lambda: None, repeats, warmup)),
     )
 
@@ -308,8 +336,9 @@ def plot_timelines(timelines: Sequence[Timeline], ax: Any = None) -> Any:
     ax.set_yticks(range(len(timelines)), [f"{t.title}\n(overlap {t.overlap_fraction:.0%})" for t in timelines])
     ax.invert_yaxis()
     ax.set_xlabel("ms after the start event (CUDA events)")
-    ax.set_title("Copy and compute on the GPU's clock")
-    ax.legend(loc="lower right")
+    most = max(timelines, key=lambda t: t.overlap_fraction)
+    ax.set_title(f"Copy/compute overlap at best {most.overlap_fraction:.0%}: {most.title}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1, 1))  # outside the axes: the bars fill every row
     return ax
 
 
@@ -364,7 +393,7 @@ def unsafe_d2h_read(num_elements: int = 2**24, device: Any = "cuda") -> tuple[bo
         on_gpu = torch.full((num_elements,), value, device=target)
         on_cpu = torch.full((num_elements,), -1.0, pin_memory=True)  # allocated before the race starts
         torch.cuda.synchronize()
-        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU clock cycles queued ahead of the copy (private helper used by PyTorch's tests)
+        torch.cuda._sleep(1_000_000_000)  # a billion GPU clock cycles ahead of the copy (private helper used by PyTorch's tests): a loaded host reads long before it ends
         on_cpu.copy_(on_gpu, non_blocking=True)  # what .to("cpu", non_blocking=True) does into pinned memory: returns at once
         right_before = bool((on_cpu == value).all())
         torch.cuda.current_stream().synchronize()
@@ -411,11 +440,12 @@ class PrefetchEffect:
         )
 
 
-def prefetch_effect(num_bytes: int = 64 * MIB, steps: int = 30, device: Any = "cuda") -> PrefetchEffect:
-    """Step time over pinned batches whose compute lasts about as long as their copy, without and with CUDAPrefetcher (lesson 04)."""
+def prefetch_effect(num_bytes: int = 64 * MIB, steps: int = 30, device: Any = "cuda", rounds: int = 3) -> PrefetchEffect:
+    """Step time over pinned batches whose compute lasts about as long as their copy, without and with CUDAPrefetcher, median of interleaved rounds (lesson 04)."""
     target = _cuda(device, "prefetch_effect")
     num_bytes = as_int("num_bytes", num_bytes, minimum=4)
     steps = as_int("steps", steps, minimum=3)
+    rounds = as_int("rounds", rounds, minimum=1)
     batches = [torch.ones(num_bytes // 4, dtype=torch.float32).pin_memory()] * steps  # only read: one pinned buffer serves all
     with torch.cuda.device(target):
         dst = torch.empty(num_bytes // 4, dtype=torch.float32, device=target)
@@ -431,9 +461,11 @@ def prefetch_effect(num_bytes: int = 64 * MIB, steps: int = 30, device: Any = "c
             out[0, 0] += batch[0]  # the step reads the batch, so it must wait for its copy
 
         compute_ms = _event_ms(lambda: step(dst), 5, 2)
-        plain = ms_per_step(batches, step, target, prefetch=False)
-        prefetched = ms_per_step(batches, step, target, prefetch=True)
-    return PrefetchEffect(num_bytes, copy_ms, compute_ms, plain, prefetched)
+        plain_runs, prefetch_runs = [], []
+        for _ in range(rounds):  # interleaved: a busy host slows both alike
+            plain_runs.append(ms_per_step(batches, step, target, prefetch=False))
+            prefetch_runs.append(ms_per_step(batches, step, target, prefetch=True))
+    return PrefetchEffect(num_bytes, copy_ms, compute_ms, statistics.median(plain_runs), statistics.median(prefetch_runs))
 
 
 def gpu_link(device: Any = "cuda") -> str:
@@ -479,6 +511,78 @@ def host_copy_gb_per_s(num_bytes: int, repeats: int = 10, warmup: int = 2) -> fl
     dst = torch.empty_like(src)
     seconds = in_pin_thread(lambda: median_seconds(lambda: dst.copy_(src), lambda: None, repeats, warmup))
     return num_bytes / seconds / GB
+
+
+@dataclass(frozen=True)
+class HostCopySweep:
+    """The same bytes copied in host memory as one copy and as many smaller ones, median seconds per chunk size (lesson 04)."""
+
+    total_bytes: int
+    seconds: tuple[tuple[int, float], ...]  # (bytes per copy, median seconds to move total_bytes), smallest chunk first
+
+    def gb_per_s(self, chunk_bytes: int) -> float:
+        """Decimal GB/s moving total_bytes in copies of chunk_bytes."""
+        for chunk, seconds in self.seconds:
+            if chunk == chunk_bytes:
+                return self.total_bytes / seconds / GB
+        raise ValueError(f"chunk_bytes={chunk_bytes!r} was not measured; measured: {[chunk for chunk, _ in self.seconds]}")
+
+    def per_call_us(self) -> float:
+        """Fixed cost of one copy call in microseconds, from the smallest and the largest chunk: extra time over extra calls."""
+        (small, small_s), (big, big_s) = self.seconds[0], self.seconds[-1]
+        extra_calls = self.total_bytes // small - self.total_bytes // big
+        return 1e6 * (small_s - big_s) / extra_calls if extra_calls > 0 else 0.0
+
+    def slowdown(self) -> float:
+        """How many times longer the smallest chunks took than the largest, for the same bytes."""
+        return self.seconds[0][1] / self.seconds[-1][1]
+
+    def plot(self, ax: Any = None) -> Any:
+        """GB/s against bytes per copy (log x), on `ax` (made if None)."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots()
+        chunks = [chunk for chunk, _ in self.seconds]
+        ax.plot(chunks, [self.gb_per_s(chunk) for chunk in chunks], marker="o", label=f"{format_bytes(self.total_bytes)} in all, one thread")
+        ax.set_xscale("log")
+        ax.set_xlabel("bytes per copy call (log scale)")
+        ax.set_ylabel("host copy GB/s (median)")
+        ax.set_title(f"Same {format_bytes(self.total_bytes)}: {format_bytes(chunks[0])} copies take {self.slowdown():.1f}x as long as one copy")
+        ax.legend(loc="best")
+        return ax
+
+
+def host_copy_sweep(chunk_sizes: Sequence[int], total_bytes: int = 4 * MIB, rounds: int = 7) -> HostCopySweep:
+    """Copy total_bytes in host memory as total_bytes / chunk copies for each chunk size, interleaved, on one torch thread (lesson 04)."""
+    total_bytes = as_int("total_bytes", total_bytes, minimum=1)
+    chunks = sorted({as_int("chunk_sizes[...]", chunk, minimum=1) for chunk in chunk_sizes})
+    if len(chunks) < 2:
+        raise ValueError(f"chunk_sizes must hold at least two different sizes, got {list(chunk_sizes)!r}")
+    if any(total_bytes % chunk for chunk in chunks):
+        raise ValueError(f"every chunk size must divide total_bytes={total_bytes}, got {chunks}")
+    src = torch.ones(total_bytes, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+
+    def copies(chunk: int) -> Callable[[], None]:
+        pairs = list(zip(dst.view(-1, chunk).unbind(), src.view(-1, chunk).unbind()))  # views: no allocation while timed
+
+        def run() -> None:
+            for to, source in pairs:
+                to.copy_(source)
+        return run
+
+    runs = {str(chunk): copies(chunk) for chunk in chunks}
+    medians = in_pin_thread(lambda: interleaved_medians(runs, lambda: None, rounds=rounds, warmup=1))
+    return HostCopySweep(total_bytes, tuple((chunk, medians[str(chunk)]) for chunk in chunks))
+
+
+def batch_bytes(batch: Any) -> int:
+    """Bytes of every tensor in `batch` (through tuples, lists and dicts): what one step copies to the GPU (lesson 04)."""
+    tensors = list(_tensors(batch))
+    if not tensors:
+        raise ValueError(f"batch must hold at least one tensor, got {_short(batch)}")
+    return sum(t.element_size() * t.numel() for t in tensors)
 
 
 def load_reference_results(folder: Path | str = REFERENCE_DIR) -> list[dict[str, Any]]:

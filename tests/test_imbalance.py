@@ -159,3 +159,23 @@ def test_batch_class_counts_one_row_per_batch():
     batches = [(None, torch.tensor([0, 2, 2])), (None, torch.tensor([1])), (None, torch.tensor([0]))]
     assert imbalance.batch_class_counts(batches, 3).tolist() == [[1, 0, 2], [0, 1, 0], [1, 0, 0]]
     assert imbalance.batch_class_counts(batches, 3, num_batches=2).shape == (2, 3)
+
+
+def test_over_seeds_uses_the_sample_standard_deviation_and_min_max():
+    spread = metrics.over_seeds([[0.5, 1.0], [0.7, 1.0], [0.6, 1.0]])
+    assert np.allclose(spread.mean, [0.6, 1.0]) and np.allclose(spread.std, [0.1, 0.0])  # ddof=1: 0.1, not 0.0816
+    assert spread.low.tolist() == [0.5, 1.0] and spread.high.tolist() == [0.7, 1.0]
+
+
+def test_seed_ranges_overlap_only_when_they_share_a_value():
+    a = metrics.over_seeds([[0.1], [0.3]])
+    assert a.overlaps(metrics.over_seeds([[0.3], [0.5]]), 0)
+    assert not a.overlaps(metrics.over_seeds([[0.31], [0.5]]), 0)
+    with pytest.raises(ValueError, match="column must be below the number of metrics"):
+        a.overlaps(a, 1)
+
+
+@pytest.mark.parametrize("rows", [[[0.5]], [0.5, 0.6], [[0.5], [float("nan")]]])
+def test_over_seeds_refuses_too_few_seeds_and_non_scores(rows):
+    with pytest.raises(ValueError, match="rows must"):
+        metrics.over_seeds(rows)

@@ -190,3 +190,37 @@ def test_gpu_check_refuses_to_run_without_cuda(tmp_path):
     assert done.returncode == 2
     assert "needs a CUDA GPU, and torch.cuda.is_available() is False" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_interleaved_medians_alternate_the_order_and_take_medians():
+    calls = []
+    medians = transfer.interleaved_medians({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                           lambda: None, rounds=4, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then A B / B A / A B / B A
+    assert set(medians) == {"a", "b"} and all(seconds >= 0 for seconds in medians.values())
+
+
+@pytest.mark.parametrize("runs, says", [({}, "runs must map names to callables"), ({"a": 3}, "runs must map names to callables")])
+def test_interleaved_medians_refuses_bad_runs(runs, says):
+    with pytest.raises(ValueError, match=says):
+        transfer.interleaved_medians(runs, lambda: None)
+
+
+def test_host_copy_sweep_moves_the_same_bytes_and_small_copies_cost_more():
+    sweep = transfer.host_copy_sweep([1024, 2**20], total_bytes=2**20, rounds=5)
+    assert [chunk for chunk, _ in sweep.seconds] == [1024, 2**20]
+    assert sweep.slowdown() > 1.5 and sweep.per_call_us() > 0  # 1024 calls cost more than one (measured ~9x here)
+    assert sweep.gb_per_s(2**20) > sweep.gb_per_s(1024)
+
+
+@pytest.mark.parametrize("chunks, total, says", [([1024], 2**20, "at least two different sizes"),
+                                                 ([1000, 2**20], 2**20, "must divide total_bytes")])
+def test_host_copy_sweep_refuses_bad_sizes(chunks, total, says):
+    with pytest.raises(ValueError, match=says):
+        transfer.host_copy_sweep(chunks, total_bytes=total)
+
+
+def test_batch_bytes_counts_every_tensor_from_shapes_and_dtypes():
+    assert transfer.batch_bytes(nested_batch()) == 4 * 3 * 4 + 4 * 8 + 2 * 4
+    with pytest.raises(ValueError, match="batch must hold at least one tensor"):
+        transfer.batch_bytes(["no", "tensors"])

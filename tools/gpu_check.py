@@ -77,7 +77,7 @@ def markdown(report: dict[str, Any], tests: dict[str, Any]) -> str:
         str(sweep),
         "```",
         "",
-        "## Getting a batch onto the GPU (wall time, median of 10)",
+        "## Getting a batch onto the GPU (wall time, median of 10 interleaved rounds)",
     ]
     for costs in report["pinning_costs"]:
         lines.append(f"- {transfer.PinningCosts(**costs)}")
