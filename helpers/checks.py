@@ -388,40 +388,44 @@ def check_knee(fn: Callable[[Sequence[int], Sequence[float]], int]) -> CheckResu
 
 
 def check_getitems(dataset_class: Any) -> CheckResult:
-    """Exercise 03.3: a `__getitems__` that returns the batch already stacked, called once per batch."""
+    """Exercise 03.3: a `__getitems__` that returns the batch's samples as a list (the documented contract), called once per batch."""
     import torch
     from torch.utils.data import DataLoader
 
-    from helpers.workloads import InMemoryDataset, collate_stacked
+    from helpers.workloads import InMemoryDataset
 
     exercise, name = "03.3", "MyBatchedDataset.__getitems__"
     if not (isinstance(dataset_class, type) and issubclass(dataset_class, InMemoryDataset)):
         return _failed(exercise, f"expected a subclass of helpers.workloads.InMemoryDataset, got {dataset_class!r}")
     dataset = dataset_class(num_items=1000, seed=3)
     try:
-        _call(exercise, dataset.__getitems__, ([0, 1, 2],))
+        direct = _call(exercise, dataset.__getitems__, ([5, 1, 2],))
     except _NotImplemented:
         return _not_implemented(exercise, name)
     except Exception as exc:
-        return _failed(exercise, f"{name}([0, 1, 2]) raised {type(exc).__name__}: {exc}")
+        return _failed(exercise, f"{name}([5, 1, 2]) raised {type(exc).__name__}: {exc}")
+    if not isinstance(direct, list) or len(direct) != 3:
+        got = f"a {type(direct).__name__}" + (f" of {len(direct)} items" if hasattr(direct, "__len__") else "")
+        return _failed(exercise, f"{name}([5, 1, 2]) returned {got}; return a list with one sample per index, "
+                       "[(features, label), ...]: the DataLoader's collate_fn stacks them (a pre-stacked batch is the variant, not the contract)")
     calls = []
     original = dataset.__getitems__
     dataset.__getitems__ = lambda indices: calls.append(list(indices)) or original(indices)
-    loader = DataLoader(dataset, batch_size=64, shuffle=True, collate_fn=collate_stacked, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0))
     try:
         batches = list(loader)
     except Exception as exc:
-        return _failed(exercise, f"iterating a DataLoader over it raised {type(exc).__name__}: {exc}")
-    first = batches[0]
-    if not (isinstance(first, (tuple, list)) and len(first) == 2 and all(isinstance(t, torch.Tensor) for t in first)):
-        return _failed(exercise, f"{name} returned {type(first).__name__} of {len(first) if hasattr(first, '__len__') else '?'} "
-                       "items; return two tensors: the batch's features [B, 16] and labels [B], already stacked")
+        return _failed(exercise, f"iterating a DataLoader (default collate_fn) over it raised {type(exc).__name__}: {exc}")
     if [len(c) for c in calls[:2]] != [64, 64] or len(calls) != len(batches):
         return _failed(exercise, f"the DataLoader called {name} {len(calls)} times for {len(batches)} batches; it should be once per batch of 64")
+    first = batches[0]
+    if not (isinstance(first, (tuple, list)) and len(first) == 2 and all(isinstance(t, torch.Tensor) for t in first)):
+        return _failed(exercise, f"the collated batch is {type(first).__name__}, not (features [64, 16], labels [64]): "
+                       "each sample must be a (features, label) pair")
     rows = torch.tensor(calls[0])
     if not (torch.equal(first[0], dataset.features[rows]) and torch.equal(first[1], dataset.labels[rows])):
-        return _failed(exercise, f"{name} returned the wrong rows: batch k must hold features[indices] and labels[indices], in order")
-    return _passed(exercise, f"{name} was called once per batch ({len(batches)} batches) and returned the right rows, stacked")
+        return _failed(exercise, f"{name} returned the wrong rows: sample k must be (features[indices[k]], labels[indices[k]]), in order")
+    return _passed(exercise, f"{name} was called once per batch ({len(batches)} batches) and its samples collated to the right rows")
 
 
 def check_seed_worker(fn: Callable[[int], None]) -> CheckResult:

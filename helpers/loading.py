@@ -1,12 +1,17 @@
 """Measuring a DataLoader: throughput benchmark, parameter sweep, data-wait vs compute timer (lesson 03)."""
 from __future__ import annotations
 
+import datetime
 import inspect
+import json
 import multiprocessing
+import platform
 import statistics
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +24,17 @@ from helpers.workloads import SlowDataset, spin, spin_iterations_per_ms
 
 # DataLoader arguments a sweep may vary, with the smallest value each accepts.
 INT_PARAMS: dict[str, int] = {"num_workers": 0, "batch_size": 1, "prefetch_factor": 1}
+
+# Lesson 03's two num_workers sweeps, defined once: the lesson runs them and `tools/bench.py --record`
+# records them on a quiet machine, so the reference it plots was measured with the same settings.
+LESSON_SWEEPS: dict[str, dict[str, Any]] = {
+    "cpu": {"title": "1 ms of CPU work per item", "dataset": {"num_items": 4096, "cpu_ms": 1.0},
+            "values": (0, 1, 2, 4, 8), "repeats": 3, "num_batches": 16, "batch_size": 16},
+    "io": {"title": "5 ms of waiting per item", "dataset": {"num_items": 4096, "io_ms": 5.0},
+           "values": (0, 2, 4, 8, 16), "repeats": 2, "num_batches": 24, "batch_size": 8},
+}
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "docs" / "reference-results"
+REFERENCE_GLOB = "*-loaders.json"
 
 
 @dataclass(frozen=True)
@@ -102,70 +118,151 @@ def _drain(iterator: Iterator[Any], wanted: int | None) -> tuple[list[float], li
 
 @dataclass(frozen=True)
 class SweepRow:
-    """One value of a sweep: the median of its repeats and every run (lesson 03)."""
+    """One value of a sweep: its runs, one per round, in round order (lesson 03)."""
 
     value: Any
     runs: tuple[LoaderBenchmark, ...]
 
     @property
     def samples_per_s(self) -> float:
-        """Median steady-state samples/s over the repeats."""
+        """Median steady-state samples/s over the rounds."""
         return statistics.median(run.samples_per_s for run in self.runs)
 
     @property
-    def best_samples_per_s(self) -> float:
-        """Highest samples/s of the repeats: what the loader can do when nothing else slows it down."""
-        return max(run.samples_per_s for run in self.runs)
-
-    @property
     def first_batch_s(self) -> float:
-        """Median seconds from iter() to the first batch over the repeats."""
+        """Median seconds from iter() to the first batch over the rounds."""
         return statistics.median(run.first_batch_s for run in self.runs)
 
 
 @dataclass(frozen=True)
 class LoaderSweep:
-    """Throughput of one DataLoader argument's values: print it, or .plot() it (lesson 03)."""
+    """Throughput of one DataLoader argument's values, measured in rounds: print it, or .plot() it (lesson 03).
+
+    `ceilings` holds, per round, how much faster `ceiling_processes` plain processes did pure-Python
+    work than one, measured in the same round as the loaders (empty when not measured).
+    """
 
     param: str
     rows: tuple[SweepRow, ...]
     title: str = ""
+    ceilings: tuple[float, ...] = ()
+    ceiling_processes: int = 0
+    settings: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def best(self) -> Any:
         """The value with the highest median samples/s."""
         return max(self.rows, key=lambda row: row.samples_per_s).value
 
+    @property
+    def ceiling(self) -> float | None:
+        """Median over the rounds of the plain-process speed-up (None when not measured)."""
+        return statistics.median(self.ceilings) if self.ceilings else None
+
+    def _row(self, value: Any) -> SweepRow:
+        """The row of `value`; ValueError naming the values when it was not swept."""
+        for row in self.rows:
+            if row.value == value:
+                return row
+        raise ValueError(f"value must be one of the swept values {[row.value for row in self.rows]}, got {_short(value)}")
+
+    def round_speedups(self, value: Any, baseline: Any = None) -> tuple[float, ...]:
+        """Per round: samples/s of `value` over samples/s of `baseline` (the first value when None) in the same round."""
+        base = self._row(self.rows[0].value if baseline is None else baseline)
+        return tuple(run.samples_per_s / ref.samples_per_s for run, ref in zip(self._row(value).runs, base.runs))
+
+    def speedup(self, value: Any, baseline: Any = None) -> float:
+        """Median over rounds of `value`'s samples/s over `baseline`'s in the same round: pairs runs that shared the machine's load."""
+        return statistics.median(self.round_speedups(value, baseline))
+
     def __str__(self) -> str:
-        lines = [f"{self.param:>12} | {'samples/s':>11} | {'min-max':>17} | first batch"]
+        base = self.rows[0].value
+        lines = [f"{self.param:>12} | {'samples/s':>11} | {'min-max':>17} | {'x ' + self.param + '=' + str(base):>17} | first batch",
+                 f"{'':>12} | {'(median)':>11} | {'(of rounds)':>17} | {'(median, paired)':>17} |"]
         for row in self.rows:
             rates = [run.samples_per_s for run in row.runs]
             spread = f"{min(rates):,.0f}-{max(rates):,.0f}"
-            lines.append(f"{row.value!s:>12} | {row.samples_per_s:>11,.0f} | {spread:>17} | {row.first_batch_s * 1000:,.0f} ms")
+            lines.append(f"{row.value!s:>12} | {row.samples_per_s:>11,.0f} | {spread:>17} | {self.speedup(row.value):>16.2f}x | "
+                         f"{row.first_batch_s * 1000:,.0f} ms")
+        if self.ceilings:
+            each = ", ".join(f"{c:.2f}x" for c in self.ceilings)
+            lines.append(f"ceiling: {self.ceiling_processes} plain processes ran {self.ceiling:.2f}x faster than one "
+                         f"(median of the rounds: {each})")
         return "\n".join(lines)
 
-    def plot(self, ax: Any = None, label: str | None = None, statistic: str = "median") -> Any:
-        """Median (or best) samples/s against the swept value, min-max of the repeats as error bars, on `ax` (made if None)."""
+    def plot(self, ax: Any = None, label: str | None = None) -> Any:
+        """Median samples/s against the swept value, min-max of the rounds as error bars, on `ax` (made if None)."""
         import matplotlib.pyplot as plt
 
-        if statistic not in ("median", "best"):
-            raise ValueError(f"statistic must be 'median' or 'best', got {statistic!r}")
         if ax is None:
             _, ax = plt.subplots()
-        medians = np.array([row.samples_per_s if statistic == "median" else row.best_samples_per_s for row in self.rows])
+        medians = np.array([row.samples_per_s for row in self.rows])
         lows = medians - [min(run.samples_per_s for run in row.runs) for row in self.rows]
         highs = [max(run.samples_per_s for run in row.runs) for row in self.rows] - medians
         values = [row.value for row in self.rows]
         ax.errorbar(values, medians, yerr=[lows, highs], marker="o", capsize=3, label=label or self.title or None)
         ax.set_xlabel(self.param)
-        ax.set_ylabel(f"samples/s ({statistic} of repeats)")
+        ax.set_ylabel("samples/s (median of rounds; bars: min-max)")
         top = float(max(medians + highs)) * 1.1  # room for this curve and any drawn before on the same axes
         ax.set_ylim(0, max(top, ax.get_ylim()[1]))
         if self.title:
             ax.set_title(self.title)
         if label:
-            ax.legend()
+            ax.legend(loc="best")
         return ax
+
+    def plot_speedup(self, ax: Any = None, label: str | None = None, **style: Any) -> Any:
+        """Speed-up over the first value (median of paired rounds; bars: min-max of rounds) against the swept value, on `ax`."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots()
+        values = [row.value for row in self.rows]
+        per_round = [self.round_speedups(value) for value in values]
+        medians = np.array([statistics.median(r) for r in per_round])
+        errors = [medians - [min(r) for r in per_round], [max(r) for r in per_round] - medians]
+        ax.errorbar(values, medians, yerr=errors, marker="o", capsize=3, label=label or self.title or None, **style)
+        ax.set_xlabel(self.param)
+        ax.set_ylabel(f"speed-up over {self.param}={values[0]} (x)")
+        return ax
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data: every run's samples/s and first-batch seconds, the ceilings and the settings."""
+        return {
+            "param": self.param, "title": self.title, "ceilings": list(self.ceilings), "ceiling_processes": self.ceiling_processes,
+            "settings": _jsonable(self.settings),
+            "rows": [{"value": row.value, "samples_per_s": [r.samples_per_s for r in row.runs],
+                      "first_batch_s": [r.first_batch_s for r in row.runs]} for row in self.rows],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoaderSweep:
+        """The sweep `to_dict` wrote (per-batch times are not stored)."""
+        rows = tuple(
+            SweepRow(value=row["value"], runs=tuple(
+                LoaderBenchmark(samples_per_s=float(rate), first_batch_s=float(first), batch_times_s=(), num_batches=0, num_samples=0)
+                for rate, first in zip(row["samples_per_s"], row["first_batch_s"], strict=True)))
+            for row in data["rows"])
+        return cls(param=str(data["param"]), rows=rows, title=str(data.get("title", "")),
+                   ceilings=tuple(float(c) for c in data.get("ceilings", ())), ceiling_processes=int(data.get("ceiling_processes", 0)),
+                   settings=dict(data.get("settings", {})))
+
+
+def _jsonable(value: Any) -> Any:
+    """Tuples as lists, recursively, so settings compare equal after a JSON round trip."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def warmup_for(num_workers: int, prefetch_factor: int | None = None) -> int:
+    """Batches to leave out before timing: the prefetch burst, prefetch_factor (2) x num_workers, or 1 without workers (lesson 03)."""
+    num_workers = as_int("num_workers", num_workers, minimum=0)
+    if num_workers == 0:
+        return 1
+    return (2 if prefetch_factor is None else as_int("prefetch_factor", prefetch_factor, minimum=1)) * num_workers
 
 
 def sweep_loader(
@@ -174,12 +271,17 @@ def sweep_loader(
     values: Sequence[Any] = (0, 1, 2, 4),
     repeats: int = 3,
     num_batches: int | None = None,
-    warmup_batches: int = 1,
+    warmup_batches: int | None = 1,
     progress: bool = True,
     title: str = "",
+    ceiling_processes: int = 0,
     **loader_kwargs: Any,
 ) -> LoaderSweep:
-    """Benchmark DataLoader(dataset, **loader_kwargs, param=value) for each value, `repeats` times each (lesson 03)."""
+    """Benchmark DataLoader(dataset, **loader_kwargs, param=value) for each value, in `repeats` rounds (lesson 03).
+
+    warmup_batches=None leaves out each loader's prefetch burst (`warmup_for`). ceiling_processes=N
+    also measures, in every round, how much faster N plain processes do pure-Python work than one.
+    """
     allowed = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "dataset"}
     if not isinstance(param, str) or param not in allowed:
         raise ValueError(f"param must be a DataLoader argument such as 'num_workers', got {_short(param)}")
@@ -193,19 +295,46 @@ def sweep_loader(
     if param in INT_PARAMS:
         values = [as_int(f"values[{i}] ({param})", v, minimum=INT_PARAMS[param]) for i, v in enumerate(values)]
     repeats = as_int("repeats", repeats, minimum=1)
+    if warmup_batches is not None:
+        warmup_batches = as_int("warmup_batches", warmup_batches, minimum=0)
+    ceiling_processes = as_int("ceiling_processes", ceiling_processes, minimum=0)
     from tqdm.auto import tqdm
 
     runs: dict[int, list[LoaderBenchmark]] = {i: [] for i in range(len(values))}
-    with tqdm(total=len(values) * repeats, desc=f"{param} sweep", disable=not progress, leave=False) as bar:
-        for _ in range(repeats):  # round-robin: a burst of load from other programs hits every value alike
+    ceilings: list[float] = []
+    steps = len(values) * repeats + (repeats if ceiling_processes else 0)
+    with tqdm(total=steps, desc=f"{param} sweep", disable=not progress, leave=False, mininterval=1.0) as bar:
+        for _ in range(repeats):  # rounds: a burst of load from other programs hits every value (and the ceiling) alike
+            if ceiling_processes:
+                ceilings.append(parallel_speedup(ceiling_processes))
+                bar.update()
             for i, value in enumerate(values):
-                bar.set_postfix({param: value})
-                loader = DataLoader(dataset, **{**loader_kwargs, param: value})
-                runs[i].append(benchmark_loader(loader, num_batches=num_batches, warmup_batches=warmup_batches))
+                kwargs = {**loader_kwargs, param: value}
+                loader = DataLoader(dataset, **kwargs)
+                warmup = warmup_batches if warmup_batches is not None else warmup_for(loader.num_workers, loader.prefetch_factor)
+                runs[i].append(benchmark_loader(loader, num_batches=num_batches, warmup_batches=warmup))
                 del loader  # shuts down persistent workers before the next value starts its own
                 bar.update()
     rows = tuple(SweepRow(value=value, runs=tuple(runs[i])) for i, value in enumerate(values))
-    return LoaderSweep(param=param, rows=rows, title=title)
+    settings = {"dataset": repr(dataset), "values": list(values), "repeats": repeats, "num_batches": num_batches,
+                "warmup_batches": "prefetch burst" if warmup_batches is None else warmup_batches, **_jsonable(loader_kwargs)}
+    return LoaderSweep(param=param, rows=rows, title=title, ceilings=tuple(ceilings), ceiling_processes=ceiling_processes,
+                       settings=settings)
+
+
+def lesson_sweep(kind: str, ceiling_processes: int = 0, progress: bool = True) -> LoaderSweep:
+    """Run lesson 03's "cpu" or "io" num_workers sweep with the settings in LESSON_SWEEPS (lesson 03, tools/bench.py --record)."""
+    if kind not in LESSON_SWEEPS:
+        raise ValueError(f"kind must be one of {sorted(LESSON_SWEEPS)}, got {_short(kind)}")
+    spec = LESSON_SWEEPS[kind]
+    dataset = SlowDataset(**spec["dataset"])
+    with warnings.catch_warnings():  # more workers than cores is what the sweep is about; the lesson shows the warning apart
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        sweep = sweep_loader(dataset, values=spec["values"], repeats=spec["repeats"], num_batches=spec["num_batches"],
+                             warmup_batches=None, progress=progress, title=spec["title"], ceiling_processes=ceiling_processes,
+                             batch_size=spec["batch_size"])
+    return LoaderSweep(param=sweep.param, rows=sweep.rows, title=sweep.title, ceilings=sweep.ceilings,
+                       ceiling_processes=sweep.ceiling_processes, settings=_jsonable({"kind": kind, **spec}))
 
 
 def parallel_speedup(processes: int, work_ms: float = 150.0) -> float:
@@ -222,6 +351,59 @@ def parallel_speedup(processes: int, work_ms: float = 150.0) -> float:
         pool.map(spin, [iterations] * processes, chunksize=1)
         parallel_s = time.perf_counter() - start
     return serial_s / parallel_s
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (platform.processor() elsewhere) (lesson 03)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor() or "unknown CPU")
+
+
+@dataclass(frozen=True)
+class LoaderReference:
+    """Lesson 03's sweeps recorded on a named quiet machine by `tools/bench.py --record` (lesson 03)."""
+
+    hardware: str
+    usable_cores: int
+    date: str
+    torch: str
+    sweeps: dict[str, LoaderSweep]
+    file: str = ""
+
+    @property
+    def label(self) -> str:
+        """How a plot names it: never as this machine's measurement."""
+        return f"reference: {self.hardware}, {self.usable_cores} cores ({self.date}), not this machine"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {"hardware": self.hardware, "usable_cores": self.usable_cores, "date": self.date, "torch": self.torch,
+                "sweeps": {kind: sweep.to_dict() for kind, sweep in self.sweeps.items()}}
+
+
+def record_reference(sweeps: Mapping[str, LoaderSweep], usable_cores: int) -> LoaderReference:
+    """A LoaderReference of `sweeps` measured here now, naming this machine (tools/bench.py --record) (lesson 03)."""
+    usable_cores = as_int("usable_cores", usable_cores, minimum=1)
+    return LoaderReference(hardware=cpu_model(), usable_cores=usable_cores, date=datetime.date.today().isoformat(),
+                           torch=torch.__version__, sweeps=dict(sweeps))
+
+
+def load_loader_reference(folder: Path | str = REFERENCE_DIR) -> LoaderReference | None:
+    """The newest `*-loaders.json` in `folder` (written by `tools/bench.py --record`), or None when there is none (lesson 03)."""
+    folder = Path(folder)
+    paths = sorted(folder.glob(REFERENCE_GLOB)) if folder.is_dir() else []
+    if not paths:
+        return None
+    data = json.loads(paths[-1].read_text())
+    missing = {"hardware", "usable_cores", "date", "torch", "sweeps"} - set(data)
+    if missing:
+        raise ValueError(f"{paths[-1]} is not a loader reference: it lacks {sorted(missing)}")
+    sweeps = {kind: LoaderSweep.from_dict(sweep) for kind, sweep in data["sweeps"].items()}
+    return LoaderReference(hardware=str(data["hardware"]), usable_cores=int(data["usable_cores"]), date=str(data["date"]),
+                           torch=str(data["torch"]), sweeps=sweeps, file=paths[-1].name)
 
 
 class StepTimer:
@@ -275,30 +457,46 @@ class StepTimer:
         )
 
 
-def benchmark_widget(num_items: int = 2048, num_batches: int = 4) -> Any:
+def benchmark_widget(num_items: int = 2048, num_batches: int = 8) -> Any:
     """Sliders for num_workers, batch size and per-item CPU / I/O cost, a Run button, and a bar chart of the runs (lesson 03)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
+    num_items = as_int("num_items", num_items, minimum=1)
+    num_batches = as_int("num_batches", num_batches, minimum=1)
+    style, layout = {"description_width": "9em"}, widgets.Layout(width="32em")  # room for the whole label
     sliders = {
-        "num_workers": widgets.IntSlider(value=2, min=0, max=8, description="num_workers"),
-        "batch_size": widgets.IntSlider(value=16, min=1, max=64, description="batch size"),
-        "cpu_ms": widgets.FloatSlider(value=1.0, min=0.0, max=5.0, step=0.5, description="CPU ms/item"),
-        "io_ms": widgets.FloatSlider(value=0.0, min=0.0, max=5.0, step=1.0, description="I/O ms/item"),
+        "num_workers": widgets.IntSlider(value=2, min=0, max=8, description="num_workers", style=style, layout=layout),
+        "batch_size": widgets.IntSlider(value=16, min=1, max=64, description="batch_size", style=style, layout=layout),
+        "cpu_ms": widgets.FloatSlider(value=1.0, min=0.0, max=5.0, step=0.5, description="CPU ms per item", style=style, layout=layout),
+        "io_ms": widgets.FloatSlider(value=0.0, min=0.0, max=5.0, step=1.0, description="I/O ms per item", style=style, layout=layout),
     }
-    button, output, history = widgets.Button(description="Run benchmark", button_style="primary"), widgets.Output(), []
+    button, output = widgets.Button(description="Run benchmark", button_style="primary"), widgets.Output()
+    history: list[tuple[str, float]] = []
 
     def run(_: Any = None) -> None:
         value = {name: slider.value for name, slider in sliders.items()}
-        loader = DataLoader(SlowDataset(num_items, cpu_ms=value["cpu_ms"], io_ms=value["io_ms"]),
+        warmup = warmup_for(value["num_workers"])  # the prefetch burst is start-up, not steady state
+        needed = (warmup + num_batches) * value["batch_size"]
+        loader = DataLoader(SlowDataset(max(num_items, needed), cpu_ms=value["cpu_ms"], io_ms=value["io_ms"]),
                             batch_size=value["batch_size"], num_workers=value["num_workers"])
-        result = benchmark_loader(loader, num_batches=num_batches)
-        history.append((f"w={value['num_workers']} b={value['batch_size']}\ncpu={value['cpu_ms']} io={value['io_ms']}", result.samples_per_s))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the over-subscription warning: lesson 03 section 3 shows it
+            result = benchmark_loader(loader, num_batches=num_batches, warmup_batches=warmup)
+        del loader
+        history.append((f"#{len(history) + 1}\nw={value['num_workers']} b={value['batch_size']}\n"
+                        f"cpu {value['cpu_ms']:g} io {value['io_ms']:g}", result.samples_per_s))
+        shown = history[-6:]
         with output:
             output.clear_output(wait=True)
             fig, ax = plt.subplots()
-            ax.bar([name for name, _ in history[-6:]], [rate for _, rate in history[-6:]])
-            ax.set(ylabel="samples/s (steady state)", title=f"Last run: {result.samples_per_s:,.0f} samples/s, first batch {result.first_batch_s * 1000:.0f} ms")
+            colors = ["tab:blue"] * (len(shown) - 1) + ["tab:orange"]
+            ax.bar(range(len(shown)), [rate for _, rate in shown], color=colors)
+            ax.set_xticks(range(len(shown)), [name for name, _ in shown], fontsize=8)
+            ax.set(xlabel="run (w = num_workers, b = batch_size, ms per item); newest in orange",
+                   ylabel="samples/s (steady state)",
+                   title=f"Run #{len(history)}: {result.samples_per_s:,.0f} samples/s after {warmup} warm-up batches; "
+                         f"first batch {result.first_batch_s * 1000:.0f} ms")
             plt.show()
 
     button.on_click(run)

@@ -112,17 +112,27 @@ class InMemoryDataset(Dataset):
 
 
 class BatchedInMemoryDataset(InMemoryDataset):
-    """InMemoryDataset plus `__getitems__`: the DataLoader fetches a whole batch with one indexing op; use collate_fn=collate_stacked (lesson 03)."""
+    """InMemoryDataset plus `__getitems__` as documented: one indexing op per batch, a list of samples back, collated as usual (lesson 03)."""
 
-    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch's features and labels, already stacked (lesson 03)."""
+    def __getitems__(self, indices: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The batch's samples, one (features, label) pair per index, in order; the DataLoader's collate_fn stacks them (lesson 03)."""
         rows = torch.as_tensor(indices, dtype=torch.int64)
         # index_select, not features[rows]: advanced indexing costs ~10x more here (it may start a parallel region)
+        features, labels = self.features.index_select(0, rows), self.labels.index_select(0, rows)
+        return list(zip(features.unbind(0), labels.unbind(0)))
+
+
+class PreStackedInMemoryDataset(InMemoryDataset):
+    """A variant outside the documented contract: `__getitems__` returns the batch already stacked; needs collate_fn=collate_stacked (lesson 03)."""
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's features [B, F] and labels [B], already stacked: not a list of samples (lesson 03)."""
+        rows = torch.as_tensor(indices, dtype=torch.int64)
         return self.features.index_select(0, rows), self.labels.index_select(0, rows)
 
 
 def collate_stacked(batch: Any) -> Any:
-    """collate_fn for a `__getitems__` that returns a ready batch: hands it on unchanged (lesson 03)."""
+    """collate_fn for PreStackedInMemoryDataset, whose `__getitems__` returns a ready batch: hands it on unchanged (lesson 03)."""
     return batch
 
 

@@ -179,18 +179,23 @@ def knee_right(values, rates, tolerance=0.1):
 class GetitemsRight(workloads.InMemoryDataset):
     def __getitems__(self, indices):
         rows = torch.as_tensor(indices)
-        return self.features[rows], self.labels[rows]
+        return list(zip(self.features[rows], self.labels[rows]))
 
 
-class GetitemsListOfSamples(workloads.InMemoryDataset):
+class GetitemsPreStacked(workloads.InMemoryDataset):
     def __getitems__(self, indices):
-        return [self[i] for i in indices]
+        rows = torch.as_tensor(indices)
+        return self.features[rows], self.labels[rows]
 
 
 class GetitemsSorted(workloads.InMemoryDataset):
     def __getitems__(self, indices):
-        rows = torch.as_tensor(sorted(indices))
-        return self.features[rows], self.labels[rows]
+        return [self[i] for i in sorted(indices)]
+
+
+class GetitemsFeaturesOnly(workloads.InMemoryDataset):
+    def __getitems__(self, indices):
+        return [self.features[i] for i in indices]
 
 
 class GetitemsStub(workloads.InMemoryDataset):
@@ -224,8 +229,9 @@ LESSON_03_CHECKS = [
         (lambda values, rates, tolerance=0.1: knee_right(values, rates, 0.1), "use the tolerance argument"),
     ], stub_for("03.2")),
     (checks.check_getitems, "03.3", GetitemsRight, [
-        (GetitemsListOfSamples, "already stacked"),
+        (GetitemsPreStacked, "one sample per index"),
         (GetitemsSorted, "wrong rows"),
+        (GetitemsFeaturesOnly, "(features, label) pair"),
         (workloads.InMemoryDataset, "raised AttributeError"),
     ], GetitemsStub),
     (checks.check_seed_worker, "03.4", seed_right, [

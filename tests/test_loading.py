@@ -1,4 +1,5 @@
 """helpers.loading: the benchmark excludes warm-up, sweeps give one row per value, the step timer splits wait from compute."""
+import json
 import time
 
 import numpy as np
@@ -8,7 +9,21 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader, Dataset
 
-from helpers.loading import LoaderSweep, StepTimer, benchmark_loader, count_samples, parallel_speedup, sweep_loader
+from helpers.loading import (
+    LESSON_SWEEPS,
+    LoaderBenchmark,
+    LoaderSweep,
+    StepTimer,
+    SweepRow,
+    benchmark_loader,
+    count_samples,
+    lesson_sweep,
+    load_loader_reference,
+    parallel_speedup,
+    record_reference,
+    sweep_loader,
+    warmup_for,
+)
 from helpers.workloads import InMemoryDataset
 
 
@@ -127,7 +142,7 @@ def test_sweep_has_one_row_per_value_in_order():
     assert all(row.samples_per_s > 0 and row.first_batch_s > 0 for row in sweep.rows)
     assert sweep.best in (0, 1)
     text = str(sweep).splitlines()
-    assert len(text) == 3 and "samples/s" in text[0]
+    assert len(text) == 4 and "samples/s" in text[0] and "median" in text[1] and "ceiling" not in str(sweep)
 
 
 def test_sweep_over_batch_size_passes_the_value_on():
@@ -152,6 +167,8 @@ def test_sweep_plot_labels_axes():
         ({"values": [0, 1.5]}, TypeError, r"values\[1\] \(num_workers\)"),
         ({"param": "batch_size", "values": [0]}, ValueError, r"values\[0\] \(batch_size\)"),
         ({"repeats": 0}, ValueError, "repeats"),
+        ({"warmup_batches": -1}, ValueError, "warmup_batches"),
+        ({"ceiling_processes": -1}, ValueError, "ceiling_processes"),
         ({"batchsize": 4}, TypeError, "batchsize"),
     ],
 )
@@ -220,3 +237,75 @@ def test_parallel_speedup_rejects_bad_arguments():
         parallel_speedup(0)
     with pytest.raises(ValueError, match="work_ms"):
         parallel_speedup(2, work_ms=-1)
+
+
+def fake_sweep(rates_by_value, ceilings=()):
+    """A LoaderSweep from given samples/s per value and round (no loader runs)."""
+    rows = tuple(SweepRow(value, tuple(LoaderBenchmark(rate, 0.01, (), 1, 1) for rate in rates)) for value, rates in rates_by_value.items())
+    return LoaderSweep("num_workers", rows, "fake", ceilings=tuple(ceilings), ceiling_processes=2 if ceilings else 0)
+
+
+def test_speedup_is_the_median_of_per_round_ratios():
+    # round 2 is slowed for both values alike (load): the paired ratios stay 2, 2, 2
+    sweep = fake_sweep({0: [100.0, 50.0, 100.0], 2: [200.0, 100.0, 200.0]}, ceilings=[1.9, 1.1, 2.0])
+    assert sweep.round_speedups(2) == (2.0, 2.0, 2.0) and sweep.speedup(2) == 2.0 and sweep.speedup(0) == 1.0
+    assert sweep.speedup(0, baseline=2) == 0.5 and sweep.ceiling == 1.9
+    assert "ceiling: 2 plain processes ran 1.90x" in str(sweep)
+    with pytest.raises(ValueError, match=r"value must be one of the swept values \[0, 2\], got 4"):
+        sweep.speedup(4)
+
+
+def test_warmup_covers_the_prefetch_burst():
+    assert warmup_for(0) == 1 and warmup_for(4) == 8 and warmup_for(4, prefetch_factor=3) == 12
+    with pytest.raises(ValueError, match="num_workers"):
+        warmup_for(-1)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        warmup_for(2, prefetch_factor=0)
+
+
+def test_sweep_with_auto_warmup_and_ceiling_measures_every_round():
+    sweep = sweep_loader(InMemoryDataset(1024), values=[0, 2], repeats=2, num_batches=2, warmup_batches=None,
+                         progress=False, batch_size=8, ceiling_processes=2)
+    assert len(sweep.ceilings) == 2 and all(c > 0 for c in sweep.ceilings) and sweep.ceiling_processes == 2
+    assert [run.num_batches for row in sweep.rows for run in row.runs] == [2, 2, 2, 2]
+    assert sweep.settings["warmup_batches"] == "prefetch burst" and sweep.settings["batch_size"] == 8
+
+
+def test_sweep_round_trips_through_json_and_plots_speedups(tmp_path):
+    sweep = fake_sweep({0: [100.0, 90.0], 1: [150.0, 140.0]}, ceilings=[1.8, 1.7])
+    again = LoaderSweep.from_dict(json.loads(json.dumps(sweep.to_dict())))
+    assert again.speedup(1) == sweep.speedup(1) and again.ceilings == sweep.ceilings and again.title == "fake"
+    ax = again.plot_speedup(Figure().subplots(), label="x")
+    assert "speed-up over num_workers=0" in ax.get_ylabel() and ax.get_xlabel() == "num_workers"
+
+
+def test_reference_is_written_and_the_newest_is_read(tmp_path):
+    assert load_loader_reference(tmp_path) is None and load_loader_reference(tmp_path / "missing") is None
+    old = record_reference({"cpu": fake_sweep({0: [1.0], 1: [2.0]})}, usable_cores=2)
+    new = record_reference({"cpu": fake_sweep({0: [1.0], 1: [3.0]})}, usable_cores=4)
+    (tmp_path / "2020-01-01-cpu-loaders.json").write_text(json.dumps(old.to_dict()))
+    (tmp_path / "2030-01-01-cpu-loaders.json").write_text(json.dumps(new.to_dict()))
+    (tmp_path / "2031-01-01-gpu.json").write_text("{}")  # a GPU report: not a loader reference
+    got = load_loader_reference(tmp_path)
+    assert got.usable_cores == 4 and got.sweeps["cpu"].speedup(1) == 3.0 and got.file.startswith("2030")
+    assert "not this machine" in got.label and got.hardware in got.label
+    (tmp_path / "2040-01-01-cpu-loaders.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a loader reference"):
+        load_loader_reference(tmp_path)
+    with pytest.raises(ValueError, match="usable_cores"):
+        record_reference({}, usable_cores=0)
+
+
+def test_recorded_references_hold_the_lessons_settings():
+    reference = load_loader_reference()
+    if reference is None:
+        pytest.skip("no docs/reference-results/*-loaders.json recorded yet")
+    for kind, spec in LESSON_SWEEPS.items():
+        assert reference.sweeps[kind].settings == json.loads(json.dumps({"kind": kind, **spec}))
+        assert [row.value for row in reference.sweeps[kind].rows] == list(spec["values"])
+    assert reference.sweeps["cpu"].ceiling >= 0.85 * reference.usable_cores  # recorded on a quiet machine
+
+
+def test_lesson_sweep_rejects_an_unknown_kind():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        lesson_sweep("gpu")

@@ -15,6 +15,7 @@ from helpers.workloads import (
     InMemoryDataset,
     ListBackedDataset,
     NumpyRngDataset,
+    PreStackedInMemoryDataset,
     SlowDataset,
     collate_stacked,
 )
@@ -127,13 +128,31 @@ class CountingBatched(BatchedInMemoryDataset):
         raise AssertionError("the DataLoader read an item one by one")
 
 
-def test_dataloader_fetches_a_batch_with_one_getitems_call():
+def test_getitems_returns_a_list_of_samples_that_default_collate_stacks():
     per_item = list(DataLoader(InMemoryDataset(100, seed=4), batch_size=32))
+    samples = CountingBatched(100, seed=4).__getitems__([3, 1])
+    assert isinstance(samples, list) and len(samples) == 2 and samples[0][0].shape == (16,) and samples[0][1].shape == ()
     CountingBatched.calls = 0
-    batched = list(DataLoader(CountingBatched(100, seed=4), batch_size=32, collate_fn=collate_stacked))
+    batched = list(DataLoader(CountingBatched(100, seed=4), batch_size=32))
     assert CountingBatched.calls == 4 == len(batched)
     for (x, y), (bx, by) in zip(per_item, batched, strict=True):
         assert torch.equal(x, bx) and torch.equal(y, by) and by.shape == (len(x),)
+
+
+def test_pre_stacked_variant_matches_with_an_identity_collate():
+    per_item = list(DataLoader(InMemoryDataset(100, seed=4), batch_size=32))
+    stacked = list(DataLoader(PreStackedInMemoryDataset(100, seed=4), batch_size=32, collate_fn=collate_stacked))
+    for (x, y), (bx, by) in zip(per_item, stacked, strict=True):
+        assert torch.equal(x, bx) and torch.equal(y, by)
+
+
+def test_pre_stacked_variant_breaks_inside_stack_dataset():
+    both = torch.utils.data.StackDataset(PreStackedInMemoryDataset(64), InMemoryDataset(64))
+    with pytest.raises(ValueError, match="Nested dataset's output size mismatch. Expected 8, got 2"):
+        next(iter(DataLoader(both, batch_size=8, collate_fn=collate_stacked)))
+    documented = torch.utils.data.StackDataset(BatchedInMemoryDataset(64), InMemoryDataset(64))
+    (x, y), (x2, y2) = next(iter(DataLoader(documented, batch_size=8)))
+    assert torch.equal(x, x2) and torch.equal(y, y2)
 
 
 def test_batched_fetch_is_faster():
@@ -143,9 +162,14 @@ def test_batched_fetch_is_faster():
         count = sum(len(y) for _, y in loader)
         return count / (time.perf_counter() - start)
 
-    per_item = max(rate(InMemoryDataset(256 * 8), None) for _ in range(3))
-    batched = max(rate(BatchedInMemoryDataset(256 * 8), collate_stacked) for _ in range(3))
-    assert batched >= 2 * per_item, f"batched {batched:,.0f} vs per-item {per_item:,.0f} samples/s"  # ~6x here
+    rates = {"item": [], "list": [], "stacked": []}
+    for _ in range(5):  # interleaved: load from other programs hits all three alike
+        rates["item"].append(rate(InMemoryDataset(256 * 8), None))
+        rates["list"].append(rate(BatchedInMemoryDataset(256 * 8), None))
+        rates["stacked"].append(rate(PreStackedInMemoryDataset(256 * 8), collate_stacked))
+    best = {name: max(values) for name, values in rates.items()}
+    assert best["list"] > 1.1 * best["item"], best  # one fetch per batch; the collate stays (~1.5-2x here)
+    assert best["stacked"] >= 3 * best["list"], best  # no per-sample collate either (~10x here)
 
 
 def test_list_and_array_hold_the_same_values():
