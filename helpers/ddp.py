@@ -7,8 +7,10 @@ import multiprocessing
 import os
 import pickle
 import queue
+import shutil
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -90,21 +92,26 @@ def rank_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _exit_with_parent(launcher: int) -> None:
-    """Leave at once if the launching process (the notebook's kernel) has died, so no rank outlives it."""
+def _exit_with_parent(launcher: int, scratch: str) -> None:
+    """Leave at once if the launching process (the notebook's kernel) has died, so no rank outlives it; remove the run's scratch folder, which the dead launcher cannot."""
     while os.getppid() == launcher:  # once it dies, this process is re-parented and getppid() changes
         time.sleep(0.5)
+    shutil.rmtree(scratch, ignore_errors=True)  # every rank tries; whichever comes first removes it
     os._exit(1)
 
 
 def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Callable[..., Any], args: tuple,
-               kwargs: dict[str, Any], results: Any, launcher: int) -> None:
+               kwargs: dict[str, Any], results: Any, launcher: int, scratch: str) -> None:
     """One rank: join the group, run fn, send (rank, ok, value or traceback), leave without the gloo exit crash."""
     import threading
 
     import torch.distributed as dist
 
-    threading.Thread(target=_exit_with_parent, args=(launcher,), daemon=True, name="course_parent_watch").start()
+    threading.Thread(target=_exit_with_parent, args=(launcher, scratch), daemon=True, name="course_parent_watch").start()
+    # The rank's temporary files go into the run's scratch folder, which run() removes. Without this, DDP's first use
+    # imports torch._dynamo, which creates torch's compile cache "torchinductor_<user>" in the system temp directory.
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
     # A spawned child inherits the parent's "spawn" as its default start method; a rank started by torchrun has the
     # platform's default (fork on Linux). Restore that: DataLoader workers spawned from a rank re-import torch (seconds
@@ -159,7 +166,8 @@ def _stop(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
             pass
     psutil.wait_procs(victims, timeout=10)
     for process in processes:
-        process.join(timeout=10)
+        if process.pid is not None:  # a process that never started (start() raised) cannot be joined
+            process.join(timeout=10)
 
 
 def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None, world_size: int | None = None,
@@ -168,6 +176,7 @@ def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None
 
     timeout_s bounds the whole run (then every rank is killed); pg_timeout_s is the process group's own timeout
     (`init_process_group(timeout=...)`): how long a collective waits for the other ranks before it raises.
+    The ranks' temporary files (tempfile, torch's compile cache) go into one folder that is removed when run returns.
     """
     if not callable(fn) or getattr(fn, "__module__", "__main__") == "__main__" or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
         raise TypeError(f"fn must be a module-level function importable by spawned processes (not one defined in the notebook), got {_short(fn)}")
@@ -180,7 +189,9 @@ def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     port = free_port()
-    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, kwargs or {}, results, os.getpid()))
+    scratch = tempfile.TemporaryDirectory(prefix="ddp-ranks-", ignore_cleanup_errors=True)
+    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, kwargs or {}, results,
+                                                          os.getpid(), scratch.name))
                  for rank in range(launch.world_size)]
     values: dict[int, Any] = {}
     failures: dict[int, str] = {}
@@ -208,6 +219,7 @@ def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None
         _stop(processes)
         results.close()
         results.join_thread()
+        scratch.cleanup()  # every rank has exited: nothing writes there any more
     if failures:
         first, *rest = failures  # in the order they arrived: the first is the cause, the rest usually its echo
         raise RankFailed(first, failures[first], {rank: failures[rank] for rank in rest})

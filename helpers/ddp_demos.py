@@ -10,6 +10,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, WeightedRandomSampler
 
+from helpers._validate import _short, as_int
 from helpers.ddp import rank_device
 from helpers.imbalance import batch_class_counts, class_counts, sample_weights
 from helpers.loading import StepTimer
@@ -111,7 +112,7 @@ def uneven_steps(steps: int = 4, extra_on_last_rank: int = 1, use_join: bool = F
     return {"steps": my_steps, "last_loss": last, "weights_checksum": checksum}
 
 
-def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: int = 12, batch_size: int = 8) -> dict[str, Any]:
+def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: int = 24, batch_size: int = 8) -> dict[str, Any]:
     """A DDP loop whose `slow_rank` reads items slowly: this rank's data wait and compute per step (StepTimer)."""
     rank = dist.get_rank()
     device = rank_device()
@@ -122,15 +123,44 @@ def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     timer = StepTimer(device)
     for step, (images, labels) in enumerate(timer.wrap(loader)):
+        if step == steps:  # stop here, not after the last step: the timer records a step when the next batch is asked for
+            break
         loss = nn.functional.cross_entropy(model(images.to(device).float() / 255), labels.to(device))
         loss.backward()  # waits in the gradient all-reduce for the slowest rank
         optimizer.step()
         optimizer.zero_grad()
-        if step + 1 == steps:
-            break
     del model, optimizer
     gc.collect()
     return {"data_wait_s": timer.data_wait_s, "compute_s": timer.compute_s}
+
+
+def _worker_counts(worker_counts: Any) -> list[int]:
+    """`worker_counts` as a non-empty list of distinct num_workers values (0 or more)."""
+    if not isinstance(worker_counts, (list, tuple)) or not worker_counts:
+        raise TypeError(f"worker_counts must be a non-empty list or tuple of num_workers values, got {_short(worker_counts)}")
+    counts = [as_int("worker_counts", count, minimum=0) for count in worker_counts]
+    if len(set(counts)) != len(counts):
+        raise ValueError(f"worker_counts must not repeat a value, got {_short(worker_counts)}")
+    return counts
+
+
+def straggler_rounds(slow_rank: int, slow_io_ms: float, worker_counts: Any = (0, 2), rounds: int = 3,
+                     steps: int = 24) -> list[dict[str, Any]]:
+    """straggler_steps for each of `worker_counts` in turn, `rounds` times over (A/B/A/B: load hits every setting alike); one dict per run, in run order (lesson 05)."""
+    counts, rounds = _worker_counts(worker_counts), as_int("rounds", rounds, minimum=1)
+    runs = []
+    for round_ in range(rounds):
+        for num_workers in counts:
+            run = straggler_steps(slow_rank, slow_io_ms, num_workers, steps=steps)
+            runs.append({"num_workers": num_workers, "round": round_, **run})
+    return runs
+
+
+def loader_sweep(worker_counts: Any = (0, 1, 2), rounds: int = 2, cpu_ms: float = 1.0) -> list[dict[str, Any]]:
+    """loader_processes for each of `worker_counts` in turn, `rounds` times over (interleaved); one dict per run, in run order (lesson 05)."""
+    counts, rounds = _worker_counts(worker_counts), as_int("rounds", rounds, minimum=1)
+    return [{"num_workers": num_workers, "round": round_, **loader_processes(num_workers, cpu_ms=cpu_ms)}
+            for round_ in range(rounds) for num_workers in counts]
 
 
 def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 12, batch_size: int = 16,

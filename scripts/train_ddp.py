@@ -74,7 +74,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"rank": rank, "world_size": world, "backend": dist.get_backend(), "device": str(device), "steps": steps,
               "class_counts": seen.tolist(), "all_ranks_class_counts": total.tolist(), "seconds": seconds,
-              "global_batch": args.batch_size * world, "samples_per_rank_per_epoch": len(sampler)}
+              "global_batch": args.batch_size * world, "samples_per_rank_per_epoch": len(sampler),
+              "dataset_class_counts": class_counts(labels, 3).tolist()}
     (args.out / f"rank_{rank}.json").write_text(json.dumps(result))
     if rank == 0:
         print(f"{world} ranks on {dist.get_backend()}: {steps} steps per rank, class mix over all ranks {total.tolist()}")

@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -144,19 +145,20 @@ def test_training_script_under_torchrun_exits_cleanly(tmp_path, attempt):
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(ROOT / "scripts" / "train_ddp.py"),
          "--out", str(tmp_path), "--epochs", "1"],
-        capture_output=True, text=True, timeout=180, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+        capture_output=True, text=True, timeout=180, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)},
+    )  # TMPDIR as in lesson 05: torchrun's log folder stays inside tmp_path
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     import json
 
     results = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
     assert [r["rank"] for r in results] == [0, 1] and results[0]["all_ranks_class_counts"] == results[1]["all_ranks_class_counts"]
     total = results[0]["all_ranks_class_counts"]
+    assert results[0]["dataset_class_counts"] == [4000, 400, 40]
     assert min(total) > 0.2 * sum(total)  # the weighted sampler balanced the 4000/400/40 classes
 
 
-def test_ranks_leave_when_the_launching_process_dies(tmp_path):
-    """A launcher killed mid-run (a notebook kernel restarted) must not leave its ranks running."""
+def test_ranks_leave_when_the_launching_process_dies(private_tempdir):
+    """A launcher killed mid-run (a notebook kernel restarted) must not leave its ranks running, nor their scratch folder."""
     launcher = subprocess.Popen(
         [sys.executable, "-c", "from helpers import ddp, ddp_demos; ddp.run(ddp_demos.sleeps, 600, timeout_s=600)"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -172,3 +174,90 @@ def test_ranks_leave_when_the_launching_process_dies(tmp_path):
     launcher.wait()
     gone, alive = psutil.wait_procs(ranks, timeout=15)
     assert not alive, f"ranks outlived their launcher: {[p.pid for p in alive]}"
+    assert sorted(os.listdir(private_tempdir)) == []  # the ranks removed the run's scratch folder on their way out
+
+
+@pytest.fixture
+def private_tempdir(tmp_path, monkeypatch):
+    """tempfile.gettempdir() (here and in every child process) is an empty folder of this test's own."""
+    tempdir = tmp_path / "tmp"
+    tempdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tempdir))
+    monkeypatch.setattr(tempfile, "tempdir", str(tempdir))
+    assert tempfile.gettempdir() == str(tempdir)
+    return tempdir
+
+
+def test_runs_leave_nothing_in_the_temp_directory(private_tempdir):
+    """ddp.run (with DDP, which creates torch's compile cache on first use), a failing run and a timed-out run leave no file or folder."""
+    ddp.run(ddp_demos.uneven_steps, 2, 1, True, world_size=2, backend="gloo")
+    with pytest.raises(ddp.RankFailed):
+        ddp.run(ddp_demos.fails_on_rank, 1, world_size=2, backend="gloo", grace_s=10)
+    with pytest.raises(ddp.RanksTimedOut):
+        ddp.run(ddp_demos.sleeps, 600, world_size=2, backend="gloo", timeout_s=6)
+    assert sorted(os.listdir(private_tempdir)) == []
+
+
+def test_lesson_05_torchrun_cell_leaves_nothing_in_the_temp_directory(private_tempdir):
+    """The lesson's torchrun call, run the way its cell runs it: a TemporaryDirectory and TMPDIR pointing into it."""
+    with tempfile.TemporaryDirectory(prefix="ddp-run-") as out_dir:
+        done = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(ROOT / "scripts" / "train_ddp.py"),
+             "--epochs", "1", "--out", out_dir],
+            capture_output=True, text=True, timeout=180, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": out_dir},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert sorted(os.listdir(out_dir))[:2] == ["rank_0.json", "rank_1.json"]
+    assert sorted(os.listdir(private_tempdir)) == []
+
+
+def test_torchrun_without_tmpdir_would_leave_a_folder(private_tempdir):
+    """The check above can fail: torchrun left to itself creates torchelastic_* in the temp directory (why the lesson sets TMPDIR)."""
+    out_dir = private_tempdir.parent / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1", str(ROOT / "scripts" / "train_ddp.py"),
+         "--epochs", "1", "--out", str(out_dir)],
+        capture_output=True, text=True, timeout=180, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert any(name.startswith("torchelastic_") for name in os.listdir(private_tempdir))
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"worker_counts": []}, TypeError, "worker_counts must be a non-empty list"),
+    ({"worker_counts": [0, 0]}, ValueError, "worker_counts must not repeat"),
+    ({"worker_counts": [-1]}, ValueError, "worker_counts must be at least 0, got -1"),
+    ({"rounds": 0}, ValueError, "rounds must be at least 1, got 0"),
+])
+def test_interleaved_demos_validate_before_any_work(kwargs, error, match):
+    for demo in (ddp_demos.loader_sweep, ddp_demos.straggler_rounds):
+        args = () if demo is ddp_demos.loader_sweep else (1, 5.0)
+        with pytest.raises(error, match=match):
+            demo(*args, **kwargs)
+
+
+def test_straggler_rounds_alternate_the_settings():
+    runs = ddp.run(ddp_demos.straggler_rounds, kwargs={"slow_rank": 1, "slow_io_ms": 1.0, "worker_counts": [0, 2], "rounds": 2, "steps": 3},
+                   world_size=2, backend="gloo")
+    for rank_runs in runs:
+        assert [(r["num_workers"], r["round"]) for r in rank_runs] == [(0, 0), (2, 0), (0, 1), (2, 1)]
+        assert all(len(r["data_wait_s"]) == len(r["compute_s"]) == 3 for r in rank_runs)
+
+
+def test_a_rank_that_cannot_start_raises_its_own_error(monkeypatch):
+    """start() failing for one rank surfaces that error (not a failed join of the unstarted process); the started rank is stopped."""
+    import multiprocessing.context
+
+    real_start = multiprocessing.context.SpawnProcess.start
+    started = []
+
+    def start_one(process):
+        if started:
+            raise OSError("cannot start another process (simulated)")
+        started.append(process)
+        real_start(process)
+
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start_one)
+    with pytest.raises(OSError, match="simulated"):
+        ddp.run(ddp_demos.whoami, world_size=2, backend="gloo", timeout_s=30)
+    assert len(started) == 1 and not psutil.pid_exists(started[0].pid)  # killed and reaped (no_leftovers checks its children too)

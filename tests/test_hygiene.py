@@ -51,7 +51,7 @@ def test_readme_course_map_is_true():
 def _lesson_tree(tmp_path, monkeypatch, cells_by_name):
     """A course tree in tmp_path with minimal notebooks; check_notebooks looks there."""
     monkeypatch.setattr(check_notebooks, "ROOT", tmp_path)
-    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks").mkdir(parents=True)
     for name, cells in cells_by_name.items():
         nb = {"cells": [{"cell_type": kind, "metadata": {}, "source": text} for kind, text in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
         (tmp_path / "notebooks" / name).write_text(json.dumps(nb))
@@ -90,6 +90,7 @@ def test_readme_never_calls_an_existing_lesson_in_preparation():
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
 def test_lesson_links_its_successor(path):
     found = check_notebooks.next_problems(path) + check_notebooks.notebook_preparation_problems(path)
+    found += check_notebooks.sources_problems(path)
     assert not found, "\n".join(found)
 
 
@@ -97,3 +98,13 @@ def test_markdown_pages_link_to_files_that_exist(tmp_path):
     assert check_notebooks.doc_link_problems() == []
     (tmp_path / "README.md").write_text("See [the guide](docs/missing.md) and [PyTorch](https://pytorch.org).")
     assert check_notebooks.doc_link_problems(tmp_path) == ["README.md: links to docs/missing.md, which does not exist"]
+
+
+def test_sources_rule_names_what_is_missing(tmp_path, monkeypatch):
+    folder = _lesson_tree(tmp_path, monkeypatch, {"00_a.ipynb": [("markdown", "As the blog post says."), ("markdown", "## Summary")]})
+    found = " ".join(check_notebooks.sources_problems(folder / "00_a.ipynb"))
+    assert "needs a '## Further reading' section" in found and "docs/myths.md" in found
+    folder = _lesson_tree(tmp_path / "b", monkeypatch, {"00_a.ipynb": [
+        ("markdown", "The [blog post](../docs/myths.md)."),
+        ("markdown", "## Further reading\n- [a](https://a.org)\n- [b](https://b.org)"), ("markdown", "## Summary")]})
+    assert check_notebooks.sources_problems(folder / "00_a.ipynb") == []

@@ -153,6 +153,24 @@ def next_problems(path: Path) -> list[str]:
     return []
 
 
+def sources_problems(path: Path) -> list[str]:
+    """A lesson must end its teaching with "Further reading" (links its claims rest on) before the Summary,
+    and must say what "the blog post" is (a link to docs/myths.md) if it mentions it."""
+    rel = path.relative_to(ROOT)
+    cells = [_text(c) for c in _cells(path) if c["cell_type"] == "markdown"]
+    found = []
+    reading = [i for i, text in enumerate(cells) if re.match(r"^##\s+Further reading\b", text)]
+    summary = [i for i, text in enumerate(cells) if re.match(r"^##\s+Summary\b", text)]
+    if not reading or not summary or reading[-1] > summary[-1]:
+        found.append(f"{rel}: needs a '## Further reading' section before the Summary")
+    elif len(re.findall(r"\]\(https?://", cells[reading[-1]])) < 2:
+        found.append(f"{rel}: 'Further reading' should link the sources (source files, docs, issues) the lesson rests on")
+    mentions = [text for text in cells if "blog post" in text.lower()]
+    if mentions and "docs/myths.md" not in mentions[0]:
+        found.append(f"{rel}: the first mention of the blog post must link ../docs/myths.md (what the post is and claims)")
+    return found
+
+
 def preparation_problems(text: str, where: str, root: Path = ROOT) -> list[str]:
     """Sentences calling a lesson "in preparation" although its notebook exists."""
     found = []
@@ -180,7 +198,7 @@ def problems(root: Path = ROOT) -> list[str]:
     for path in all_notebooks(root):
         found += file_problems(path) + notebook_preparation_problems(path)
         if path.parent.name == "notebooks":
-            found += structure_problems(path) + next_problems(path)
+            found += structure_problems(path) + next_problems(path) + sources_problems(path)
     found += doc_link_problems(root)
     readme = root / "README.md"
     if readme.exists():
