@@ -116,6 +116,8 @@ def test_notebook_runs_and_widgets_respond(lab, notebook):
                 text = " ".join(page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts())
                 pytest.fail(f"Run All did not finish: prompts {prompts}; outputs end with {text[-1500:]}")
             outputs = " ".join(page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts())
+            if os.environ.get("COURSE_BROWSER_OUTPUTS"):  # a folder: keep what the learner saw, to read the measured margins
+                Path(os.environ["COURSE_BROWSER_OUTPUTS"], f"{notebook.stem}.txt").write_text(outputs)
             # A worker's traceback shown inside an expected error ("Original Traceback ...") is part of a lesson.
             assert not re.search(r"(?<!Original )Traceback \(most recent call last\)", outputs), "a cell raised: see its error output"
             sliders = page.locator(f"{PANEL} .jupyter-widgets.widget-slider")
