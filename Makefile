@@ -8,7 +8,7 @@ KERNEL := feed-the-gpus
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test exercises strip check gpu-check bench clean
+.PHONY: lab test exercises readme strip gpu-check bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
@@ -30,6 +30,10 @@ test: $(STAMP)
 ## exercises: regenerate exercises/ from solutions/
 exercises: $(STAMP)
 	$(PY) tools/make_exercises.py
+
+## readme: regenerate the README's course map from helpers/course.py LESSONS
+readme: $(STAMP)
+	$(PY) tools/make_readme.py
 
 ## strip: clear outputs and execution counts from every notebook
 strip: $(STAMP)

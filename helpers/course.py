@@ -1,7 +1,13 @@
-"""The course's lessons in one table: the README map, the hygiene tests and env.report's verdict use it."""
+"""The course's facts in one place: its lessons (the README map, hygiene checks and env.report's verdict read them) and its switches."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The course's environment switches, named once; helpers, tools and tests import these names.
+REQUIRE_CUDA_VAR = "COURSE_REQUIRE_CUDA"  # "1": a skipped CUDA test or notebook section is a failure (GPU runners)
+REQUIRE_BROWSER_VAR = "COURSE_REQUIRE_BROWSER"  # "1": a missing Chromium fails the browser test (CI)
+CHECKS_MUST_PASS_VAR = "COURSE_CHECKS_MUST_PASS"  # "1": a self-check that does not pass raises (the solutions' test run)
+BROWSER_OUTPUTS_VAR = "COURSE_BROWSER_OUTPUTS"  # a folder: the browser test writes each notebook's rendered outputs there
 
 # What a lesson needs for its full effect. Every lesson runs top to bottom on a CPU machine;
 # with less than it needs, its measurements fall back (and say so).
@@ -32,7 +38,7 @@ class Lesson:
 LESSONS: tuple[Lesson, ...] = (
     Lesson(
         stem="00_setup_check",
-        title="Setup check",
+        title="Setup check: what can this machine run?",
         learn="what this machine can run: cores, RAM, /dev/shm, start method, GPUs, DDP backends",
         needs="cpu",
         minutes=20,
@@ -40,45 +46,37 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         stem="01_imbalance_analysis",
         title="Measuring class imbalance",
-        learn="counts from labels, imbalance ratio, effective number, why accuracy lies, stratified splits, what each DDP rank sees",
+        learn="counts from labels, imbalance ratio and effective number, why accuracy lies, stratified splits, what each DDP rank sees",
         needs="cpu",
         minutes=40,
     ),
     Lesson(
         stem="02_rebalancing",
-        title="Rebalancing: samplers, weights and losses",
-        learn="per-sample weights, batch mix and epoch coverage, five sampler traps, memory measured, a fair comparison of six strategies",
+        title="Rebalancing: samplers, weights and losses, measured",
+        learn="per-sample weights, batch mix and epoch coverage, five sampler traps, the memory claim measured, a fair comparison of rebalancing strategies",
         needs="cpu",
         minutes=45,
     ),
     Lesson(
         stem="03_loader_bottlenecks",
         title="Finding the input bottleneck",
-        learn="a loader benchmark you can trust, num_workers for CPU- and I/O-bound items, data wait vs compute, start-up, __getitems__, copy-on-read memory, worker seeds, debugging moves",
+        learn="a loader benchmark you can trust, `num_workers` for CPU- and I/O-bound items, data wait vs compute, worker start-up, `__getitems__`, copy-on-read memory, worker seeding, debugging a failing loader",
         needs="2+ cores",
         minutes=50,
     ),
     Lesson(
         stem="04_pinned_memory_transfers",
         title="Host-to-device transfers",
-        learn="what pin_memory really does, pageable vs pinned bandwidth over sizes, pinning costs, when non_blocking overlaps, the unsafe device-to-host read, a stream prefetcher",
+        learn="what `pin_memory` really does, pageable vs pinned bandwidth over sizes, pinning costs, when `non_blocking` overlaps, the unsafe device-to-host read, a stream prefetcher",
         needs="1 gpu",
         minutes=40,
     ),
     Lesson(
         stem="05_ddp_data_loading",
         title="Multi-GPU data loading with DDP",
-        learn="launching ranks from a notebook, DistributedSampler shards and padding, set_epoch, seeds, weighted sampling across ranks, uneven inputs and join, a straggler rank, workers per rank, multi-node launches",
+        learn="launching DDP ranks from a notebook, `DistributedSampler` shards and padding, `set_epoch`, seeds, weighted sampling across ranks, uneven inputs and `join`, a straggler rank, workers per rank, multi-node launches",
         needs="2+ gpus",
         minutes=50,
     ),
 )
 
-
-def lesson(number: str) -> Lesson:
-    """The lesson with this two-digit number (e.g. "00")."""
-    for entry in LESSONS:
-        if entry.number == number:
-            return entry
-    known = ", ".join(entry.number for entry in LESSONS)
-    raise ValueError(f"number must be one of the lessons ({known}), got {number!r}")

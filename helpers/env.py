@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from helpers.course import LESSONS, NEEDS
+from helpers.course import LESSONS, NEEDS, REQUIRE_CUDA_VAR
 
 GIB = 1024**3
 # Below this, DataLoader workers that hand batches back through shared memory can die with
 # "Bus error" (Docker's default /dev/shm is 64 MiB).
 SMALL_SHM_BYTES = 1 * GIB
-REQUIRE_CUDA_VAR = "COURSE_REQUIRE_CUDA"
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from helpers.course import CHECKS_MUST_PASS_VAR, REQUIRE_CUDA_VAR  # noqa: E402
+
 # Kernels started by nbval inherit this: a self-check that does not pass raises in solutions/.
-os.environ["COURSE_CHECKS_MUST_PASS"] = "1"
+os.environ[CHECKS_MUST_PASS_VAR] = "1"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -21,8 +23,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     if torch.cuda.is_available():
         return
-    if os.environ.get("COURSE_REQUIRE_CUDA") == "1":
-        pytest.fail("COURSE_REQUIRE_CUDA=1 but torch.cuda.is_available() is False")
+    if os.environ.get(REQUIRE_CUDA_VAR) == "1":
+        pytest.fail(f"{REQUIRE_CUDA_VAR}=1 but torch.cuda.is_available() is False")
     pytest.skip("needs a CUDA GPU; torch.cuda.is_available() is False here")
 
 

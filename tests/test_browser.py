@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from helpers.course import BROWSER_OUTPUTS_VAR, CHECKS_MUST_PASS_VAR, REQUIRE_BROWSER_VAR
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -42,8 +44,8 @@ def _free_port() -> int:
 def lab(tmp_path_factory):
     """JupyterLab on 127.0.0.1 with a token, temporary Jupyter dirs and a copy of the notebooks."""
     if not Path(CHROMIUM).exists():
-        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"COURSE_REQUIRE_BROWSER=1 but {CHROMIUM} is missing: apt-get install chromium")
+        if os.environ.get(REQUIRE_BROWSER_VAR) == "1":
+            pytest.fail(f"{REQUIRE_BROWSER_VAR}=1 but {CHROMIUM} is missing: apt-get install chromium")
         pytest.skip(f"browser test skipped: {CHROMIUM} not found (apt-get install chromium)")
     base = tmp_path_factory.mktemp("lab")
     work = base / "notebooks"
@@ -55,7 +57,7 @@ def lab(tmp_path_factory):
     (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(base / "config"), JUPYTER_DATA_DIR=str(base / "data"),
                JUPYTER_RUNTIME_DIR=str(base / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"), COURSE_CHECKS_MUST_PASS="0")
+               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"), **{CHECKS_MUST_PASS_VAR: "0"})
     env.pop("MPLBACKEND", None)  # the kernel's inline backend must draw the widget's plots
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}", "--ServerApp.port_retries=0"]
@@ -116,8 +118,8 @@ def test_notebook_runs_and_widgets_respond(lab, notebook):
                 text = " ".join(page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts())
                 pytest.fail(f"Run All did not finish: prompts {prompts}; outputs end with {text[-1500:]}")
             outputs = " ".join(page.locator(f"{PANEL} .jp-OutputArea-output").all_inner_texts())
-            if os.environ.get("COURSE_BROWSER_OUTPUTS"):  # a folder: keep what the learner saw, to read the measured margins
-                Path(os.environ["COURSE_BROWSER_OUTPUTS"], f"{notebook.stem}.txt").write_text(outputs)
+            if os.environ.get(BROWSER_OUTPUTS_VAR):  # a folder: keep what the learner saw, to read the measured margins
+                Path(os.environ[BROWSER_OUTPUTS_VAR], f"{notebook.stem}.txt").write_text(outputs)
             # A worker's traceback shown inside an expected error ("Original Traceback ...") is part of a lesson.
             assert not re.search(r"(?<!Original )Traceback \(most recent call last\)", outputs), "a cell raised: see its error output"
             sliders = page.locator(f"{PANEL} .jupyter-widgets.widget-slider")

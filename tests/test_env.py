@@ -4,7 +4,7 @@ import os
 import pytest
 
 from helpers import env
-from helpers.course import LESSONS, lesson
+from helpers.course import REQUIRE_CUDA_VAR
 
 
 def test_report_is_consistent():
@@ -106,20 +106,14 @@ def test_needs_cuda_skips_with_one_line(capsys, monkeypatch):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the skip path cannot run")
-    monkeypatch.delenv("COURSE_REQUIRE_CUDA", raising=False)
+    monkeypatch.delenv(REQUIRE_CUDA_VAR, raising=False)
     assert env.needs_cuda("the bandwidth sweep") is False
     assert capsys.readouterr().out.count("\n") == 1
-    monkeypatch.setenv("COURSE_REQUIRE_CUDA", "1")
+    monkeypatch.setenv(REQUIRE_CUDA_VAR, "1")
     with pytest.raises(RuntimeError, match="COURSE_REQUIRE_CUDA=1 but CUDA is absent"):
         env.needs_cuda("the bandwidth sweep")
     with pytest.raises(ValueError, match="what must name"):
         env.needs_cuda("")
-
-
-def test_lesson_lookup():
-    assert lesson("00") is LESSONS[0]
-    with pytest.raises(ValueError, match="number must be one of"):
-        lesson("99")
 
 
 @pytest.mark.cuda

@@ -6,6 +6,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
+from helpers.course import CHECKS_MUST_PASS_VAR
 from tools import make_exercises
 
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
@@ -23,7 +24,7 @@ def test_every_solution_has_an_exercise():
 
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
 def test_shipped_exercise_reports_not_implemented(path, monkeypatch):
-    monkeypatch.setenv("COURSE_CHECKS_MUST_PASS", "0")
+    monkeypatch.setenv(CHECKS_MUST_PASS_VAR, "0")
     nb = nbformat.read(path, as_version=4)
     stubs = set(re.findall(r'NotImplementedError\("Exercise (\d\d\.\d+):', "".join(c.source for c in nb.cells)))
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()

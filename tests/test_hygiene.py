@@ -38,14 +38,28 @@ def test_lesson_registry_matches_notebooks():
     assert [lesson.stem for lesson in LESSONS] == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
-def test_readme_course_map_is_true():
+def test_readme_course_map_is_generated(capsys):
+    from tools import make_readme
+
+    assert make_readme.main(["--check"]) == 0, capsys.readouterr().err
     readme = (ROOT / "README.md").read_text()
-    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\|.*?(\d\d_[a-z0-9_]+)\.ipynb.*$", readme, re.MULTILINE)}
-    for lesson in LESSONS:
-        assert lesson.stem in rows, f"README.md course map has no row for notebooks/{lesson.stem}.ipynb"
-        row = rows[lesson.stem]
-        assert NEEDS[lesson.needs] in row and f"| {lesson.minutes} |" in row, f"README row for {lesson.stem} disagrees with helpers/course.py: {row}"
+    assert all(f"notebooks/{lesson.stem}.ipynb" in readme for lesson in LESSONS)
     assert "make lab" in readme and "make test" in readme
+
+
+def test_readme_check_fails_on_a_stale_map():
+    from tools import make_readme
+
+    stale = make_readme.with_map((ROOT / "README.md").read_text()).replace("| 50 |", "| 55 |", 1)
+    assert make_readme.with_map(stale) != stale
+    with pytest.raises(ValueError, match="course map between"):
+        make_readme.with_map("# no map here")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.stem)
+def test_lesson_header_agrees_with_the_registry(lesson):
+    found = check_notebooks.registry_problems(ROOT / "notebooks" / f"{lesson.stem}.ipynb", lesson.number, lesson.title, NEEDS[lesson.needs], lesson.minutes)
+    assert not found, "\n".join(found)
 
 
 def _lesson_tree(tmp_path, monkeypatch, cells_by_name):
@@ -108,3 +122,11 @@ def test_sources_rule_names_what_is_missing(tmp_path, monkeypatch):
         ("markdown", "The [blog post](../docs/myths.md)."),
         ("markdown", "## Further reading\n- [a](https://a.org)\n- [b](https://b.org)"), ("markdown", "## Summary")]})
     assert check_notebooks.sources_problems(folder / "00_a.ipynb") == []
+
+
+def test_instructor_guide_minutes_agree_with_the_registry():
+    guide = (ROOT / "docs" / "instructor-guide.md").read_text()
+    stated = re.findall(r"\b(\d\d)\s+\((\d+) min\)", guide)
+    minutes = {lesson.number: lesson.minutes for lesson in LESSONS}
+    assert {number for number, _ in stated} == set(minutes), f"the guide should give every lesson's minutes as 'NN (M min)': {stated}"
+    assert all(int(m) == minutes[number] for number, m in stated), f"guide {stated} vs helpers/course.py {minutes}"

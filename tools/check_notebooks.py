@@ -85,6 +85,22 @@ def structure_problems(path: Path) -> list[str]:
     return found
 
 
+def registry_problems(path: Path, number: str, title: str, needs: str, minutes: int) -> list[str]:
+    """A lesson's H1, Hardware line and minutes must say what helpers/course.py LESSONS says."""
+    rel = path.relative_to(ROOT)
+    cells = [_text(c) for c in _cells(path) if c["cell_type"] == "markdown"]
+    found = []
+    if not cells or not cells[0].startswith(f"# {number} · {title}"):
+        found.append(f"{rel}: the H1 must start `# {number} · {title}` (helpers/course.py LESSONS)")
+    prerequisites = next((text for text in cells if re.match(r"^##\s+Prerequisites", text)), "")
+    hardware = re.search(r"\*\*Hardware:([^*]*)\*\*", prerequisites)
+    if hardware is None or needs not in hardware.group(1):
+        found.append(f"{rel}: the Prerequisites' **Hardware: ...** line must name '{needs}' (helpers/course.py LESSONS)")
+    if f"About {minutes} minutes" not in prerequisites:
+        found.append(f"{rel}: the Prerequisites must say 'About {minutes} minutes' (helpers/course.py LESSONS)")
+    return found
+
+
 def link_problems(path: Path) -> list[str]:
     """Relative links to notebooks that do not exist."""
     rel = path.relative_to(ROOT)

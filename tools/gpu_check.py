@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from helpers import transfer  # noqa: E402
+from helpers.course import REQUIRE_CUDA_VAR  # noqa: E402
 
 SIZES = [4 * 2**10, 64 * 2**10, 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20]
 
@@ -96,7 +97,7 @@ def markdown(report: dict[str, Any], tests: dict[str, Any]) -> str:
         "",
         f"Host memory copy (64 MiB, one thread): {report['host_copy_gb_per_s']:.1f} GB/s.",
         "",
-        "## Test suite with COURSE_REQUIRE_CUDA=1",
+        f"## Test suite with {REQUIRE_CUDA_VAR}=1",
         f"`{tests['command']}` exited {tests['exit_code']} after {tests['seconds']:.0f} s: {tests['summary']}",
         "",
     ]
@@ -108,10 +109,10 @@ def run_suite(log: Path) -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs"]
     began = time.perf_counter()
     with log.open("w") as out:
-        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "COURSE_REQUIRE_CUDA": "1"}, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, cwd=ROOT, env={**os.environ, REQUIRE_CUDA_VAR: "1"}, stdout=out, stderr=subprocess.STDOUT)
     text = log.read_text()
     found = re.findall(r"^=+ (.*(?:passed|failed|error).*) in [\d.]+s", text, flags=re.MULTILINE)
-    return {"command": "COURSE_REQUIRE_CUDA=1 " + " ".join(["python", *command[1:]]), "exit_code": done.returncode,
+    return {"command": f"{REQUIRE_CUDA_VAR}=1 " + " ".join(["python", *command[1:]]), "exit_code": done.returncode,
             "seconds": time.perf_counter() - began, "summary": found[-1] if found else "no pytest summary line (see the log)"}
 
 
