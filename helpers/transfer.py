@@ -18,6 +18,7 @@ from helpers._validate import as_device as _as_device
 MIB = 2**20
 GB = 1e9  # bandwidth is quoted in decimal GB/s, as NVIDIA and PCIe specifications do
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "docs" / "reference-results"
+GPU_REPORT_GLOB = "*-gpu-check.json"  # tools/gpu_check.py's names; other references (lesson 03's *-loaders.json) share the folder
 
 
 def as_device(device: Any) -> torch.device:
@@ -586,12 +587,12 @@ def batch_bytes(batch: Any) -> int:
 
 
 def load_reference_results(folder: Path | str = REFERENCE_DIR) -> list[dict[str, Any]]:
-    """Every `*.json` GPU report in `folder` (written by `make gpu-check`), oldest first; [] when there are none (lesson 04)."""
+    """Every `*-gpu-check.json` report in `folder` (written by `make gpu-check`), oldest first; [] when there are none (lesson 04)."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
     reports = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.glob(GPU_REPORT_GLOB)):
         report = json.loads(path.read_text())
         missing = {"hardware", "date", "torch", "bandwidth"} - set(report)
         if missing:

@@ -127,17 +127,18 @@ def report(**extra):
 
 def test_reference_results_round_trip(tmp_path):
     assert transfer.load_reference_results(tmp_path / "absent") == []
-    (tmp_path / "gpu.json").write_text(json.dumps(report()))
+    (tmp_path / "2026-01-01-x-gpu-check.json").write_text(json.dumps(report()))
+    (tmp_path / "2026-01-01-cpu-loaders.json").write_text(json.dumps({"kind": "lesson 03's reference"}))  # not a GPU report
     [loaded] = transfer.load_reference_results(tmp_path)
     sweep = transfer.sweep_from_report(loaded)
-    assert loaded["file"] == "gpu.json"
+    assert loaded["file"] == "2026-01-01-x-gpu-check.json"
     assert sweep.rate(2**20, pinned=True) == pytest.approx(2**20 / 5e-5 / 1e9)
     assert "pinned/pageable" in str(sweep) and "2.00x" in str(sweep)
     assert transfer.sweep_to_dict(sweep) == report()["bandwidth"]
 
 
 def test_reference_results_refuse_a_file_that_is_not_a_report(tmp_path):
-    (tmp_path / "other.json").write_text(json.dumps({"hardware": "x"}))
+    (tmp_path / "other-gpu-check.json").write_text(json.dumps({"hardware": "x"}))
     with pytest.raises(ValueError, match="is not a gpu-check report"):
         transfer.load_reference_results(tmp_path)
 

@@ -125,7 +125,7 @@ def main() -> int:
         print("make gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False on this machine: nothing was measured.", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{datetime.date.today().isoformat()}-{re.sub(r'[^a-z0-9]+', '-', torch.cuda.get_device_name(0).lower()).strip('-')}"
+    stem = f"{datetime.date.today().isoformat()}-{re.sub(r'[^a-z0-9]+', '-', torch.cuda.get_device_name(0).lower()).strip('-')}-gpu-check"
     report = measure()
     torch.cuda.empty_cache()  # give the suite the GPU memory the measurements cached
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
