@@ -41,21 +41,55 @@ def test_shipped_exercise_reports_not_implemented(path, monkeypatch):
 @pytest.mark.parametrize(
     "source, error",
     [
-        ("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "must sit inside a function body"),
-        ("def f():\n    ### BEGIN SOLUTION\n    return 1", "never closed"),
+        ("### BEGIN SOLUTION 00.1\nx = 1\n### END SOLUTION", "must sit inside a function body"),
+        ("def f():\n    ### BEGIN SOLUTION 00.1\n    return 1", "never closed"),
         ("def f():\n    return 1\n    ### END SOLUTION", "without a"),
+        ("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION", "needs the exercise id"),
+        ("def f():\n    ### BEGIN SOLUTION 3.1\n    return 1\n    ### END SOLUTION", "needs the exercise id"),
     ],
 )
 def test_generator_rejects_bad_markers(source, error):
-    with pytest.raises(make_exercises.SolutionFormatError, match=error):
-        make_exercises.stub_source(source, "00", [0], "solutions/x.ipynb cell 1")
+    with pytest.raises(make_exercises.SolutionFormatError, match=f"solutions/x.ipynb cell 1: .*{error}"):
+        make_exercises.stub_source(source, "solutions/x.ipynb cell 1")
 
 
-def test_stub_keeps_indentation_and_numbers():
-    counter = [0]
-    out = make_exercises.stub_source("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n", "03", counter, "x")
-    assert 'raise NotImplementedError("Exercise 03.1:' in out and "return 1" not in out and counter == [0 + 1]
+def test_stub_keeps_indentation_and_the_id():
+    out, ids = make_exercises.stub_source("def f():\n    ### BEGIN SOLUTION 03.2\n    return 1\n    ### END SOLUTION\n", "x")
+    assert 'raise NotImplementedError("Exercise 03.2:' in out and "return 1" not in out and ids == ["03.2"]
     assert out.splitlines()[2].startswith("    raise")
+
+
+def _solution(tmp_path, regions_and_checks):
+    """A solution notebook for lesson 00: each (id, next cell's code) pair is a region and the cell after it."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# X"), nbformat.v4.new_markdown_cell(make_exercises.SOLUTION_BANNER)]
+    for number, check_cell in regions_and_checks:
+        nb.cells.append(nbformat.v4.new_code_cell(f"def f(x):\n    ### BEGIN SOLUTION {number}\n    return x\n    ### END SOLUTION"))
+        nb.cells.append(nbformat.v4.new_code_cell(check_cell))
+    path = tmp_path / "00_x_solutions.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "regions, error",
+    [
+        ([("00.1", "checks.check_workers_per_rank(f)"), ("00.1", "checks.check_workers_per_rank(f)")],
+         r"cell 4: region 00.1 has the id of the region in cell 2 too"),
+        ([("00.1", "checks.check_knee(f)")], r"cell 2: region 00.1 is followed in cell 3 by checks.check_knee \(exercise 03.2\)"),
+        ([("00.1", "print(f(1))")], r"cell 2: region 00.1 is followed in cell 3 by no checks.check_"),
+        ([("00.1", "checks.check_nothing(f)")], r"cell 3: calls checks.check_nothing, which is not a check"),
+        ([("03.2", "checks.check_knee(f)")], r"cell 2: region 03.2 in the notebook of lesson 00"),
+    ],
+)
+def test_generator_matches_each_region_to_the_check_after_it(tmp_path, regions, error):
+    with pytest.raises(make_exercises.SolutionFormatError, match=f"00_x_solutions.ipynb {error}"):
+        make_exercises.generate(_solution(tmp_path, regions))
+
+
+def test_generator_takes_ids_from_the_markers(tmp_path):
+    text, stubs = make_exercises.generate(_solution(tmp_path, [("00.1", "result = checks.check_workers_per_rank(f)\nresult")]))
+    assert stubs == 1 and 'NotImplementedError(\\"Exercise 00.1: replace this line' in text
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.name)
@@ -65,10 +99,11 @@ def test_exercise_gives_nothing_away(path):
 
 
 def test_leak_check_catches_banner_markers_and_bodies(tmp_path):
-    solution = tmp_path / "07_x_solutions.ipynb"
+    solution = tmp_path / "00_x_solutions.ipynb"
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# X"), nbformat.v4.new_markdown_cell(make_exercises.SOLUTION_BANNER),
-                nbformat.v4.new_code_cell("def f(x):\n    ### BEGIN SOLUTION\n    y = x * 41\n    return y + x\n    ### END SOLUTION")]
+                nbformat.v4.new_code_cell("def f(x):\n    ### BEGIN SOLUTION 00.1\n    y = x * 41\n    return y + x\n    ### END SOLUTION"),
+                nbformat.v4.new_code_cell("checks.check_workers_per_rank(f)")]
     nbformat.write(nb, solution)
     text, stubs = make_exercises.generate(solution)
     assert stubs == 1 and make_exercises.leak_problems(text, solution) == []

@@ -1,11 +1,14 @@
 """Write exercises/NN_<topic>_exercises.ipynb from solutions/NN_<topic>_solutions.ipynb (`make exercises`).
 
-In a solution notebook, each region between `### BEGIN SOLUTION` and `### END SOLUTION` (inside a
-function body) becomes a stub raising NotImplementedError("Exercise NN.K: ..."), K counting regions
-in order; outputs are cleared. The generator owns the banner (cell 1): it writes SOLUTION_BANNER into
-each solution notebook and EXERCISE_BANNER in its place in the exercise, so no hand-set tag decides
-what a learner sees. `--check` writes nothing and fails when a solution lacks its banner, when an
-exercise notebook differs from what its solution would generate, or when an exercise leaks a solution.
+In a solution notebook, each region between `### BEGIN SOLUTION NN.K` and `### END SOLUTION` (inside a
+function body) becomes a stub raising NotImplementedError("Exercise NN.K: ..."); outputs are cleared.
+The id NN.K is written in the marker, and the `checks.check_...` call in the next code cell must report
+it (helpers.checks.REGISTRY): a marker without an id, an id used twice, or one that the check after it
+does not report is a SolutionFormatError naming the file, the cell and the ids. The generator owns the
+banner (cell 1): it writes SOLUTION_BANNER into each solution notebook and EXERCISE_BANNER in its place
+in the exercise, so no hand-set tag decides what a learner sees. `--check` writes nothing and fails when
+a solution lacks its banner, when an exercise notebook differs from what its solution would generate,
+or when an exercise leaks a solution.
 """
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ import sys
 from pathlib import Path
 
 import nbformat
+
+from helpers.checks import REGISTRY
+from helpers.checks.core import EXERCISE_ID
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -30,6 +36,7 @@ EXERCISE_BANNER = (
 # from the exercise, whatever its tags.
 BANNER_MARK = "solution notebook"
 SOLUTION_NAME = re.compile(r"^(\d\d)_([a-z0-9_]+)_solutions\.ipynb$")
+CHECK_CALL = re.compile(r"\bchecks\.(check_\w+)\(")
 
 
 class SolutionFormatError(ValueError):
@@ -44,13 +51,25 @@ def exercise_name(solution: Path) -> str:
     return f"{match.group(1)}_{match.group(2)}_exercises.ipynb"
 
 
-def stub_source(source: str, number: str, counter: list[int], where: str) -> str:
-    """Replace each marked region of one code cell with a NotImplementedError stub."""
+def region_id(stripped: str, where: str) -> str | None:
+    """The exercise id of a `### BEGIN SOLUTION NN.K` line (None for any other line); a marker without a valid id is an error."""
+    if not stripped.startswith(BEGIN):
+        return None
+    number = stripped[len(BEGIN):].strip()
+    if not EXERCISE_ID.match(number):
+        raise SolutionFormatError(f"{where}: `{stripped}` needs the exercise id it solves, as in `{BEGIN} 03.4`")
+    return number
+
+
+def stub_source(source: str, where: str) -> tuple[str, list[str]]:
+    """Replace each marked region of one code cell with a NotImplementedError stub; also return the regions' ids."""
     out: list[str] = []
+    ids: list[str] = []
     inside = False
     for line in source.splitlines():
         stripped = line.strip()
-        if stripped == BEGIN:
+        number = region_id(stripped, where)
+        if number is not None:
             if inside:
                 raise SolutionFormatError(f"{where}: {BEGIN} inside another solution region")
             indent = line[: len(line) - len(line.lstrip())]
@@ -58,9 +77,9 @@ def stub_source(source: str, number: str, counter: list[int], where: str) -> str
                 raise SolutionFormatError(
                     f"{where}: {BEGIN} must sit inside a function body, so the stub raises only when a check calls it"
                 )
-            counter[0] += 1
+            ids.append(number)
             out.append(f"{indent}# YOUR CODE HERE")
-            out.append(f'{indent}raise NotImplementedError("Exercise {number}.{counter[0]}: replace this line with your code")')
+            out.append(f'{indent}raise NotImplementedError("Exercise {number}: replace this line with your code")')
             inside = True
         elif stripped == END:
             if not inside:
@@ -70,7 +89,18 @@ def stub_source(source: str, number: str, counter: list[int], where: str) -> str
             out.append(line)
     if inside:
         raise SolutionFormatError(f"{where}: {BEGIN} is never closed by {END}")
-    return "\n".join(out)
+    return "\n".join(out), ids
+
+
+def checked_ids(source: str, where: str) -> dict[str, str]:
+    """The exercise id each `checks.check_...` call in a cell reports, by check name; an unknown check is an error."""
+    by_name = {registered.check.__name__: number for number, registered in REGISTRY.items()}
+    found = {}
+    for name in CHECK_CALL.findall(source):
+        if name not in by_name:
+            raise SolutionFormatError(f"{where}: calls checks.{name}, which is not a check in helpers.checks")
+        found[name] = by_name[name]
+    return found
 
 
 def _is_banner(cell: dict) -> bool:
@@ -96,7 +126,7 @@ def solution_regions(source: str) -> list[str]:
     lines: list[str] | None = None
     for line in source.splitlines():
         stripped = line.strip()
-        if stripped == BEGIN:
+        if stripped.startswith(BEGIN):
             lines = []
         elif stripped == END and lines is not None:
             regions.append("\n".join(lines))
@@ -131,28 +161,48 @@ def leak_problems(exercise_text: str, solution: Path) -> list[str]:
 def generate(solution: Path) -> tuple[str, int]:
     """The exercise notebook's text for one solution notebook, and how many stubs it has."""
     number = exercise_name(solution)[:2]
+    shown = solution.relative_to(ROOT) if solution.is_relative_to(ROOT) else solution
     nb = nbformat.read(solution, as_version=4)
-    counter = [0]
+    regions: dict[str, int] = {}  # exercise id -> the cell holding its region
     cells = []
     for index, cell in enumerate(nb.cells):
-        where = f"{solution.relative_to(ROOT) if solution.is_relative_to(ROOT) else solution} cell {index}"
+        where = f"{shown} cell {index}"
         if _is_banner(cell):
             banner = nbformat.v4.new_markdown_cell(EXERCISE_BANNER)
             banner.id = f"{cell.get('id', 'banner')}-exercise"[:64]
             cells.append(banner)
             continue
         if cell.cell_type == "code":
-            cell.source = stub_source(cell.source, number, counter, where)
+            original = cell.source
+            cell.source, ids = stub_source(original, where)
             cell.outputs = []
             cell.execution_count = None
+            for exercise in ids:
+                if not exercise.startswith(f"{number}."):
+                    raise SolutionFormatError(f"{where}: region {exercise} in the notebook of lesson {number}: its id starts {number}.")
+                if exercise in regions:
+                    raise SolutionFormatError(f"{where}: region {exercise} has the id of the region in cell {regions[exercise]} too")
+                regions[exercise] = index
+                _match_check(nb.cells, index, exercise, shown)
         elif BEGIN in cell.source:
             raise SolutionFormatError(f"{where}: solution markers belong in code cells only")
         cells.append(cell)
-    if counter[0] == 0:
+    if not regions:
         raise SolutionFormatError(f"{solution}: no {BEGIN} region, so its exercise notebook would have nothing to do")
     nb.cells = cells
     text = nbformat.writes(nb)
-    return (text if text.endswith("\n") else text + "\n"), counter[0]
+    return (text if text.endswith("\n") else text + "\n"), len(regions)
+
+
+def _match_check(cells: list, index: int, exercise: str, shown: Path) -> None:
+    """Fail unless the first code cell after cell `index` calls the check that reports `exercise`."""
+    following = next((i for i in range(index + 1, len(cells)) if cells[i].cell_type == "code"), None)
+    if following is None:
+        raise SolutionFormatError(f"{shown} cell {index}: region {exercise} has no code cell after it to call its check")
+    reported = checked_ids(cells[following].source, f"{shown} cell {following}")
+    if exercise not in reported.values():
+        calls = ", ".join(f"checks.{name} (exercise {ex})" for name, ex in reported.items()) or "no checks.check_... at all"
+        raise SolutionFormatError(f"{shown} cell {index}: region {exercise} is followed in cell {following} by {calls}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,21 @@
+"""Self-checks for the exercises, one module per lesson: each check gives a one-line verdict the learner can act on.
+
+Notebooks call them as `checks.check_...` after `from helpers import checks`; `REGISTRY` maps each exercise id to its check.
+"""
+from helpers.checks.core import REGISTRY, CheckResult
+from helpers.checks.lesson00 import check_workers_per_rank
+from helpers.checks.lesson01 import check_balanced_accuracy, check_class_counts, check_imbalance_ratio, check_stratified_split
+from helpers.checks.lesson02 import check_balanced_sampler, check_focal_loss, check_num_samples_for_coverage, check_per_sample_weights
+from helpers.checks.lesson03 import check_getitems, check_knee, check_seed_worker, check_steady_samples_per_s
+from helpers.checks.lesson04 import check_gb_per_s, check_move_to, check_prefetched, check_safe_read
+from helpers.checks.lesson05 import check_deduplicated_accuracy, check_epoch_orders, check_rank_loader
+
+__all__ = [
+    "REGISTRY", "CheckResult",
+    "check_workers_per_rank",
+    "check_class_counts", "check_imbalance_ratio", "check_stratified_split", "check_balanced_accuracy",
+    "check_per_sample_weights", "check_balanced_sampler", "check_focal_loss", "check_num_samples_for_coverage",
+    "check_steady_samples_per_s", "check_knee", "check_getitems", "check_seed_worker",
+    "check_gb_per_s", "check_move_to", "check_prefetched", "check_safe_read",
+    "check_epoch_orders", "check_rank_loader", "check_deduplicated_accuracy",
+]

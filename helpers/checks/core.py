@@ -1,0 +1,198 @@
+"""What every self-check shares: the verdict, the learner's answer under test, table cases, and the registry of checks."""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from helpers.course import CHECKS_MUST_PASS_VAR
+from helpers.env import cuda_required
+
+Status = Literal["passed", "failed", "not implemented yet", "skipped"]
+EXERCISE_ID = re.compile(r"^\d\d\.\d+$")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One self-check's verdict; shown as a single line "Exercise NN.K <status>: <detail>"."""
+
+    exercise: str
+    status: Status
+    detail: str
+
+    @property
+    def passed(self) -> bool:
+        """True when the answer was right."""
+        return self.status == "passed"
+
+    def __str__(self) -> str:
+        return f"Exercise {self.exercise} {self.status}: {self.detail}"
+
+    __repr__ = __str__
+
+
+def finish(result: CheckResult) -> CheckResult:
+    """Return the verdict; under COURSE_CHECKS_MUST_PASS=1 (the solutions' test run) a non-pass raises.
+
+    A check skipped for want of a GPU passes that run, unless COURSE_REQUIRE_CUDA=1 says the GPU must be there.
+    """
+    skipped_fine = result.status == "skipped" and not cuda_required()
+    if os.environ.get(CHECKS_MUST_PASS_VAR, "") == "1" and not result.passed and not skipped_fine:
+        raise AssertionError(str(result))
+    return result
+
+
+class Failed(Exception):
+    """Raised by a check: the answer is wrong, and the message says what to fix."""
+
+
+class Skipped(Exception):
+    """Raised by a check: this machine cannot test the answer (a CUDA check without a GPU)."""
+
+
+class _Stub(Exception):
+    """The learner's stub is still in place."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call a table check makes: the arguments, the right answer (or exception type), and why."""
+
+    args: tuple[Any, ...]
+    expected: Any
+    why: str
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """A typical wrong answer to a check and words its verdict must contain (tests/test_checks.py runs each one)."""
+
+    answer: Any
+    says: str
+
+
+def _same(got: Any, expected: Any, kind: type) -> tuple[bool, str]:
+    """Whether `got` is the right answer of type `kind`; the reason when not."""
+    if kind is float:
+        if isinstance(got, bool) or not isinstance(got, (float, int)):
+            return False, f"of type {type(got).__name__}; expected a float"
+        return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9), ""
+    if kind is list:
+        try:
+            values = [int(v) if float(v) == int(v) else float(v) for v in got]
+        except (TypeError, ValueError, OverflowError):
+            return False, f"of type {type(got).__name__}; expected a sequence of numbers"
+        return values == list(expected), ""
+    if type(got) is not kind:
+        return False, f"of type {type(got).__name__}; expected {kind.__name__}"
+    return got == expected, ""
+
+
+class Answer:
+    """The learner's answer as a check sees it: `value`, its `name` in the notebook, and ways to run it."""
+
+    def __init__(self, exercise: str, name: str, value: Any) -> None:
+        self.exercise, self.name, self.value = exercise, name, value
+
+    def _is_stub(self, exc: BaseException) -> bool:
+        return isinstance(exc, NotImplementedError) and str(exc).startswith(f"Exercise {self.exercise}")
+
+    @contextmanager
+    def calling(self, call: str, hint: Callable[[Exception], str] | None = None) -> Iterator[None]:
+        """Run learner code in the block: its stub ends the check "not implemented yet"; any other error fails it, naming `call`."""
+        try:
+            yield
+        except (Failed, Skipped):
+            raise
+        except Exception as exc:
+            if self._is_stub(exc):
+                raise _Stub from exc
+            raise Failed(f"{call} raised {type(exc).__name__}: {exc}{hint(exc) if hint else ''}") from exc
+
+    def probe(self, *args: Any) -> None:
+        """Call the answer once only to tell a stub from an answer; whatever else it does is ignored."""
+        try:
+            self.value(*args)
+        except Exception as exc:
+            if self._is_stub(exc):
+                raise _Stub from exc
+
+    def cases(self, cases: Sequence[Case], kind: type = int) -> str:
+        """Call the answer on each case (kind: int, float or list); the first wrong answer fails the check."""
+        for case in cases:
+            call = f"{self.name}({', '.join(repr(a) for a in case.args)})"
+            expects_error = isinstance(case.expected, type) and issubclass(case.expected, BaseException)
+            try:
+                got = self.value(*case.args)
+            except Exception as exc:
+                if self._is_stub(exc):
+                    raise _Stub from exc
+                if expects_error and isinstance(exc, case.expected):
+                    continue
+                raise Failed(f"{call} raised {type(exc).__name__}: {exc} ({case.why})") from exc
+            if expects_error:
+                raise Failed(f"{call} returned {got!r}; expected {case.expected.__name__} ({case.why})")
+            right, wrong_type = _same(got, case.expected, kind)
+            if wrong_type:
+                raise Failed(f"{call} returned {got!r} {wrong_type}")
+            if not right:
+                raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {case.why}")
+        return f"{self.name} is right in all {len(cases)} cases"
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A registered self-check with the answers the tests try on it; `takes_class`: the learner passes a class."""
+
+    exercise: str
+    name: str
+    check: Callable[[Any], CheckResult]
+    right: Any
+    wrong: tuple[Wrong, ...]
+    takes_class: bool
+    needs_cuda: bool
+
+
+REGISTRY: dict[str, Registered] = {}
+
+
+def exercise(
+    number: str, name: str, *, right: Any, wrong: Sequence[Wrong], takes_class: bool = False, needs_cuda: bool = False
+) -> Callable[[Callable[[Answer], str]], Callable[[Any], CheckResult]]:
+    """Register a check of exercise `number` on the learner's `name`: its body returns the passed detail or raises Failed/Skipped."""
+    if not isinstance(number, str) or not EXERCISE_ID.match(number):
+        raise ValueError(f"number must look like '03.4', got {number!r}")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+
+    def register(body: Callable[[Answer], str]) -> Callable[[Any], CheckResult]:
+        def check(answer: Any) -> CheckResult:
+            return finish(_verdict(number, name, body, answer, takes_class))
+
+        check.__name__ = check.__qualname__ = body.__name__
+        check.__doc__, check.__module__ = body.__doc__, body.__module__
+        known = REGISTRY.get(number)
+        if known is not None and known.check.__name__ != body.__name__:
+            raise ValueError(f"number {number!r} is checked by both {known.check.__name__} and {body.__name__}")
+        REGISTRY[number] = Registered(number, name, check, right, tuple(wrong), takes_class, needs_cuda)
+        return check
+
+    return register
+
+
+def _verdict(number: str, name: str, body: Callable[[Answer], str], value: Any, takes_class: bool) -> CheckResult:
+    """Run a check's body on the learner's answer and turn how it ended into the verdict."""
+    if not takes_class and not callable(value):
+        return CheckResult(number, "failed", f"expected the function {name}, got {value!r}")
+    try:
+        return CheckResult(number, "passed", body(Answer(number, name, value)))
+    except _Stub:
+        return CheckResult(number, "not implemented yet", f"replace the `raise NotImplementedError` in {name} with your code")
+    except Failed as exc:
+        return CheckResult(number, "failed", str(exc))
+    except Skipped as exc:
+        return CheckResult(number, "skipped", str(exc))
