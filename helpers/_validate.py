@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     """A repr short enough for an error message."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -17,7 +17,7 @@ def _short(value: Any) -> str:
 def as_int(name: str, value: Any, minimum: int | None = None) -> int:
     """`value` as an int (bools and floats refused), at least `minimum` when given."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {_short(value)} of type {type(value).__name__}")
+        raise TypeError(f"{name} must be an int, got {short(value)} of type {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
     return int(value)
@@ -28,13 +28,13 @@ def as_device(name: str, value: Any) -> torch.device:
     try:
         return torch.device(value)
     except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda:0', got {_short(value)}") from exc
+        raise ValueError(f"{name} must be a torch device such as 'cpu' or 'cuda:0', got {short(value)}") from exc
 
 
 def as_fraction(name: str, value: Any, low: float, high: float, *, include_low: bool, include_high: bool) -> float:
     """`value` as a finite float inside the interval from `low` to `high`."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {_short(value)} of type {type(value).__name__}")
+        raise TypeError(f"{name} must be a number, got {short(value)} of type {type(value).__name__}")
     number = float(value)
     above = number >= low if include_low else number > low
     below = number <= high if include_high else number < high
@@ -74,10 +74,10 @@ def as_counts(name: str, counts: Any, *, positive: bool) -> np.ndarray:
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence of counts, got shape {tuple(array.shape)}")
     if not (np.issubdtype(array.dtype, np.integer) or (np.issubdtype(array.dtype, np.floating) and np.all(np.mod(array, 1) == 0))):
-        raise TypeError(f"{name} must hold whole numbers of samples, got {_short(counts)}")
+        raise TypeError(f"{name} must hold whole numbers of samples, got {short(counts)}")
     array = array.astype(np.int64)
     if array.min() < 0:
-        raise ValueError(f"{name} must not be negative, got {_short(counts)}")
+        raise ValueError(f"{name} must not be negative, got {short(counts)}")
     if positive and array.min() == 0:
         empty = int(np.flatnonzero(array == 0)[0])
         raise ValueError(f"{name} has a class with zero samples (class {empty}): it has no weight; drop the class or give it samples")

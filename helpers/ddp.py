@@ -1,4 +1,8 @@
-"""Run a function on N DDP ranks from a notebook (lesson 05): spawn, free port, timeout, per-rank results, no orphans."""
+"""Run a function on N DDP ranks from a notebook (lesson 05): spawn, free port, timeout, per-rank results, no orphans.
+
+First the two tools to keep in your own DDP code (`free_port`, `rank_device`); then the notebook launcher `run`
+(torchrun's job in a script), what it chooses and raises, and its internals.
+"""
 from __future__ import annotations
 
 import datetime
@@ -19,9 +23,62 @@ from typing import Any
 
 import torch
 
-from helpers._validate import _short, as_int
+from helpers._validate import as_int, short
 
 BACKENDS = ("gloo", "nccl")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it) (lesson 05)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def rank_device() -> torch.device:
+    """Inside a rank: its GPU under nccl (cuda:LOCAL_RANK), else the CPU (lesson 05)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What helpers.ddp.run chose: backend, world size and why (lesson 05)."""
+
+    backend: str
+    world_size: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.world_size} ranks on {self.backend}: {self.reason}"
+
+
+def choose(world_size: int | None = None, backend: str | None = None) -> Launch:
+    """nccl with one rank per GPU when there are 2+ GPUs (enough for world_size), else gloo on CPU; world size defaults to the GPU count, at least 2 (lesson 05)."""
+    import torch.distributed as dist
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if world_size is not None:
+        world_size = as_int("world_size", world_size, minimum=1)
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS} or None, got {short(backend)}")
+    nccl_ok = dist.is_available() and dist.is_nccl_available()
+    if backend is None:
+        size = world_size if world_size is not None else max(gpus, 2)  # one rank teaches nothing about ranks
+        if gpus >= size and nccl_ok:
+            return Launch("nccl", size, f"{gpus} CUDA GPU(s) here, one rank per GPU")
+        why = "no CUDA GPU here" if gpus == 0 else f"{gpus} GPU(s) for {size} ranks" if gpus < size else "no nccl in this torch build"
+        return Launch("gloo", size, f"{why}, so CPU processes talk over gloo")
+    size = world_size if world_size is not None else max(gpus if backend == "nccl" else 0, 2)
+    if backend == "nccl":
+        if not nccl_ok:
+            raise RuntimeError("backend='nccl' needs a torch build with NCCL; this one has none (use 'gloo' on CPU)")
+        if gpus < size:
+            raise RuntimeError(f"backend='nccl' runs one rank per GPU: {size} ranks need {size} GPUs, this machine has {gpus}")
+    return Launch(backend, size, "asked for")
 
 
 class RankFailed(RuntimeError):
@@ -39,65 +96,64 @@ class RanksTimedOut(TimeoutError):
     """Some ranks did not finish within the run's timeout and were stopped (lesson 05)."""
 
 
-@dataclass(frozen=True)
-class Launch:
-    """What helpers.ddp.run chose: backend, world size and why (lesson 05)."""
+def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None, world_size: int | None = None,
+        backend: str | None = None, timeout_s: float = 120.0, pg_timeout_s: float = 60.0, grace_s: float = 15.0) -> list[Any]:
+    """Run importable `fn(*args, **kwargs)` on each rank (spawned) in one process group; return the values by rank, or raise naming the first failing rank (lesson 05).
 
-    backend: str
-    world_size: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.world_size} ranks on {self.backend}: {self.reason}"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it) (lesson 05)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def choose(world_size: int | None = None, backend: str | None = None) -> Launch:
-    """nccl with one rank per GPU when there are 2+ GPUs (enough for world_size), else gloo on CPU; world size defaults to the GPU count, at least 2 (lesson 05)."""
-    import torch.distributed as dist
-
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if world_size is not None:
-        world_size = as_int("world_size", world_size, minimum=1)
-    if backend is not None and backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS} or None, got {_short(backend)}")
-    nccl_ok = dist.is_available() and dist.is_nccl_available()
-    if backend is None:
-        size = world_size if world_size is not None else max(gpus, 2)  # one rank teaches nothing about ranks
-        if gpus >= size and nccl_ok:
-            return Launch("nccl", size, f"{gpus} CUDA GPU(s) here, one rank per GPU")
-        why = "no CUDA GPU here" if gpus == 0 else f"{gpus} GPU(s) for {size} ranks" if gpus < size else "no nccl in this torch build"
-        return Launch("gloo", size, f"{why}, so CPU processes talk over gloo")
-    size = world_size if world_size is not None else max(gpus if backend == "nccl" else 0, 2)
-    if backend == "nccl":
-        if not nccl_ok:
-            raise RuntimeError("backend='nccl' needs a torch build with NCCL; this one has none (use 'gloo' on CPU)")
-        if gpus < size:
-            raise RuntimeError(f"backend='nccl' runs one rank per GPU: {size} ranks need {size} GPUs, this machine has {gpus}")
-    return Launch(backend, size, "asked for")
-
-
-def rank_device() -> torch.device:
-    """Inside a rank: its GPU under nccl (cuda:LOCAL_RANK), else the CPU (lesson 05)."""
-    import torch.distributed as dist
-
-    if dist.is_initialized() and dist.get_backend() == "nccl":
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device("cpu")
-
-
-def _exit_with_parent(launcher: int, scratch: str) -> None:
-    """Leave at once if the launching process (the notebook's kernel) has died, so no rank outlives it; remove the run's scratch folder, which the dead launcher cannot."""
-    while os.getppid() == launcher:  # once it dies, this process is re-parented and getppid() changes
-        time.sleep(0.5)
-    shutil.rmtree(scratch, ignore_errors=True)  # every rank tries; whichever comes first removes it
-    os._exit(1)
+    timeout_s bounds the whole run (then every rank is killed); pg_timeout_s is the process group's own timeout
+    (`init_process_group(timeout=...)`): how long a collective waits for the other ranks before it raises.
+    The ranks' temporary files (tempfile, torch's compile cache) go into one folder that is removed when run returns.
+    """
+    if not callable(fn) or getattr(fn, "__module__", "__main__") == "__main__" or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
+        raise TypeError(f"fn must be a module-level function importable by spawned processes (not one defined in the notebook), got {short(fn)}")
+    for name, value in (("timeout_s", timeout_s), ("pg_timeout_s", pg_timeout_s), ("grace_s", grace_s)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name} must be a positive number of seconds, got {short(value)}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict of keyword arguments for fn, got {short(kwargs)}")
+    launch = choose(world_size, backend)
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    port = free_port()
+    scratch = tempfile.TemporaryDirectory(prefix="ddp-ranks-", ignore_cleanup_errors=True)
+    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, kwargs or {}, results,
+                                                          os.getpid(), scratch.name))
+                 for rank in range(launch.world_size)]
+    values: dict[int, Any] = {}
+    failures: dict[int, str] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        for process in processes:
+            process.start()
+        while len(values) + len(failures) < launch.world_size:
+            if failures:  # the others are likely stuck in a collective waiting for the failed rank
+                deadline = min(deadline, time.monotonic() + grace_s)
+            if time.monotonic() > deadline:
+                break
+            try:
+                rank, ok, value = results.get(timeout=0.2)
+            except queue.Empty:
+                silent = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0) and r not in values and r not in failures]
+                for rank in silent:  # died without a word: a signal, the OOM killer, a crash in C++
+                    failures[rank] = f"process exited with code {processes[rank].exitcode} before reporting (killed by a signal if negative)\n"
+                continue
+            (values if ok else failures)[rank] = value
+    finally:
+        for process in processes:  # ranks that reported leave by themselves within moments
+            if process.pid is not None:
+                process.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+        _stop(processes)
+        results.close()
+        results.join_thread()
+        scratch.cleanup()  # every rank has exited: nothing writes there any more
+    if failures:
+        first, *rest = failures  # in the order they arrived: the first is the cause, the rest usually its echo
+        raise RankFailed(first, failures[first], {rank: failures[rank] for rank in rest})
+    if len(values) < launch.world_size:
+        pending = sorted(set(range(launch.world_size)) - set(values))
+        raise RanksTimedOut(f"ranks {pending} did not finish within timeout_s={timeout_s:g} s and were stopped "
+                            f"({len(values)} of {launch.world_size} returned)")
+    return [values[rank] for rank in range(launch.world_size)]
 
 
 def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Callable[..., Any], args: tuple,
@@ -147,6 +203,14 @@ def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Ca
         os._exit(code)
 
 
+def _exit_with_parent(launcher: int, scratch: str) -> None:
+    """Leave at once if the launching process (the notebook's kernel) has died, so no rank outlives it; remove the run's scratch folder, which the dead launcher cannot."""
+    while os.getppid() == launcher:  # once it dies, this process is re-parented and getppid() changes
+        time.sleep(0.5)
+    shutil.rmtree(scratch, ignore_errors=True)  # every rank tries; whichever comes first removes it
+    os._exit(1)
+
+
 def _stop(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
     """Kill every rank still alive and all of its descendants (DataLoader workers), and reap them."""
     import psutil
@@ -168,63 +232,3 @@ def _stop(processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
     for process in processes:
         if process.pid is not None:  # a process that never started (start() raised) cannot be joined
             process.join(timeout=10)
-
-
-def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None, world_size: int | None = None,
-        backend: str | None = None, timeout_s: float = 120.0, pg_timeout_s: float = 60.0, grace_s: float = 15.0) -> list[Any]:
-    """Run importable `fn(*args, **kwargs)` on each rank (spawned) in one process group; return the values by rank, or raise naming the first failing rank (lesson 05).
-
-    timeout_s bounds the whole run (then every rank is killed); pg_timeout_s is the process group's own timeout
-    (`init_process_group(timeout=...)`): how long a collective waits for the other ranks before it raises.
-    The ranks' temporary files (tempfile, torch's compile cache) go into one folder that is removed when run returns.
-    """
-    if not callable(fn) or getattr(fn, "__module__", "__main__") == "__main__" or "<locals>" in getattr(fn, "__qualname__", "<locals>"):
-        raise TypeError(f"fn must be a module-level function importable by spawned processes (not one defined in the notebook), got {_short(fn)}")
-    for name, value in (("timeout_s", timeout_s), ("pg_timeout_s", pg_timeout_s), ("grace_s", grace_s)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"{name} must be a positive number of seconds, got {_short(value)}")
-    if kwargs is not None and not isinstance(kwargs, dict):
-        raise TypeError(f"kwargs must be a dict of keyword arguments for fn, got {_short(kwargs)}")
-    launch = choose(world_size, backend)
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    port = free_port()
-    scratch = tempfile.TemporaryDirectory(prefix="ddp-ranks-", ignore_cleanup_errors=True)
-    processes = [context.Process(target=_rank_main, args=(rank, launch, port, float(pg_timeout_s), fn, args, kwargs or {}, results,
-                                                          os.getpid(), scratch.name))
-                 for rank in range(launch.world_size)]
-    values: dict[int, Any] = {}
-    failures: dict[int, str] = {}
-    deadline = time.monotonic() + timeout_s
-    try:
-        for process in processes:
-            process.start()
-        while len(values) + len(failures) < launch.world_size:
-            if failures:  # the others are likely stuck in a collective waiting for the failed rank
-                deadline = min(deadline, time.monotonic() + grace_s)
-            if time.monotonic() > deadline:
-                break
-            try:
-                rank, ok, value = results.get(timeout=0.2)
-            except queue.Empty:
-                silent = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0) and r not in values and r not in failures]
-                for rank in silent:  # died without a word: a signal, the OOM killer, a crash in C++
-                    failures[rank] = f"process exited with code {processes[rank].exitcode} before reporting (killed by a signal if negative)\n"
-                continue
-            (values if ok else failures)[rank] = value
-    finally:
-        for process in processes:  # ranks that reported leave by themselves within moments
-            if process.pid is not None:
-                process.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
-        _stop(processes)
-        results.close()
-        results.join_thread()
-        scratch.cleanup()  # every rank has exited: nothing writes there any more
-    if failures:
-        first, *rest = failures  # in the order they arrived: the first is the cause, the rest usually its echo
-        raise RankFailed(first, failures[first], {rank: failures[rank] for rank in rest})
-    if len(values) < launch.world_size:
-        pending = sorted(set(range(launch.world_size)) - set(values))
-        raise RanksTimedOut(f"ranks {pending} did not finish within timeout_s={timeout_s:g} s and were stopped "
-                            f"({len(values)} of {launch.world_size} returned)")
-    return [values[rank] for rank in range(launch.world_size)]

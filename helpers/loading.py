@@ -1,4 +1,9 @@
-"""Measuring a DataLoader: throughput benchmark, parameter sweep, data-wait vs compute timer (lesson 03)."""
+"""Measuring a DataLoader (lesson 03).
+
+First what to keep in your own training code: `benchmark_loader` (steady samples/s, the first batch apart) and
+`StepTimer` (each step split into data wait and compute). Then lesson 03's own measurements: `num_workers` sweeps
+(`sweep_loader`, `lesson_sweep`), the reference recorded by `tools/bench.py --record`, and the benchmark widget.
+"""
 from __future__ import annotations
 
 import datetime
@@ -18,23 +23,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from helpers._validate import _short, as_fraction, as_int
+from helpers._validate import as_fraction, as_int, short
 from helpers._validate import as_device as _as_device
+from helpers.batches import leaves
 from helpers.workloads import SlowDataset, spin, spin_iterations_per_ms
-
-# DataLoader arguments a sweep may vary, with the smallest value each accepts.
-INT_PARAMS: dict[str, int] = {"num_workers": 0, "batch_size": 1, "prefetch_factor": 1}
-
-# Lesson 03's two num_workers sweeps, defined once: the lesson runs them and `tools/bench.py --record`
-# records them on a quiet machine, so the reference it plots was measured with the same settings.
-LESSON_SWEEPS: dict[str, dict[str, Any]] = {
-    "cpu": {"title": "1 ms of CPU work per item", "dataset": {"num_items": 4096, "cpu_ms": 1.0},
-            "values": (0, 1, 2, 4, 8), "repeats": 3, "num_batches": 16, "batch_size": 16},
-    "io": {"title": "5 ms of waiting per item", "dataset": {"num_items": 4096, "io_ms": 5.0},
-           "values": (0, 2, 4, 8, 16), "repeats": 2, "num_batches": 24, "batch_size": 8},
-}
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "docs" / "reference-results"
-REFERENCE_GLOB = "*-loaders.json"
 
 
 @dataclass(frozen=True)
@@ -52,27 +44,6 @@ class LoaderBenchmark:
             f"{self.samples_per_s:,.0f} samples/s over {self.num_batches} batches ({self.num_samples} samples) "
             f"after warm-up; first batch after {self.first_batch_s * 1000:.0f} ms"
         )
-
-
-def count_samples(batch: Any) -> int:
-    """Samples in a batch: the length of its first tensor or array, searched through tuples, lists and dicts (lesson 03)."""
-    found = _first_array(batch)
-    if found is None:
-        raise TypeError(f"cannot count samples in a batch of type {type(batch).__name__}: it holds no tensor or numpy array")
-    return int(found.shape[0]) if found.ndim else 1
-
-
-def _first_array(batch: Any) -> torch.Tensor | np.ndarray | None:
-    """The first tensor or numpy array in `batch`, depth first, or None."""
-    if isinstance(batch, (torch.Tensor, np.ndarray)):
-        return batch
-    if isinstance(batch, Mapping):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        for part in batch:
-            if (found := _first_array(part)) is not None:
-                return found
-    return None
 
 
 def benchmark_loader(loader: Iterable[Any], num_batches: int | None = None, warmup_batches: int = 1) -> LoaderBenchmark:
@@ -102,6 +73,14 @@ def benchmark_loader(loader: Iterable[Any], num_batches: int | None = None, warm
     )
 
 
+def count_samples(batch: Any) -> int:
+    """Samples in a batch: the length of its first tensor or array, searched through tuples, lists and dicts (lesson 03)."""
+    found = next((leaf for leaf in leaves(batch) if isinstance(leaf, (torch.Tensor, np.ndarray))), None)
+    if found is None:
+        raise TypeError(f"cannot count samples in a batch of type {type(batch).__name__}: it holds no tensor or numpy array")
+    return int(found.shape[0]) if found.ndim else 1
+
+
 def _drain(iterator: Iterator[Any], wanted: int | None) -> tuple[list[float], list[int]]:
     """Arrival times (perf_counter) and sample counts of up to `wanted` batches (all when None)."""
     arrivals: list[float] = []
@@ -114,6 +93,76 @@ def _drain(iterator: Iterator[Any], wanted: int | None) -> tuple[list[float], li
         arrivals.append(time.perf_counter())
         samples.append(count_samples(batch))
     return arrivals, samples
+
+
+def warmup_for(num_workers: int, prefetch_factor: int | None = None) -> int:
+    """Batches to leave out before timing: the prefetch burst, prefetch_factor (2) x num_workers, or 1 without workers (lesson 03)."""
+    num_workers = as_int("num_workers", num_workers, minimum=0)
+    if num_workers == 0:
+        return 1
+    return (2 if prefetch_factor is None else as_int("prefetch_factor", prefetch_factor, minimum=1)) * num_workers
+
+
+class StepTimer:
+    """Splits each training step into waiting for data and computing: `for batch in timer.wrap(loader): ...` (lesson 03)."""
+
+    def __init__(self, device: str | torch.device | None = None) -> None:
+        self.device = _as_device("device", "cpu" if device is None else device)
+        self.data_wait_s: list[float] = []
+        self.compute_s: list[float] = []
+
+    def _now(self) -> float:
+        """perf_counter after the device's queued work has finished (CPU: nothing to wait for)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elif self.device.type != "cpu":
+            torch.accelerator.synchronize(self.device)
+        return time.perf_counter()
+
+    def wrap(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """Yield the batches; time from a step's end to the next batch is data wait, from the batch to the step's end compute."""
+        step_end = self._now()
+        for batch in batches:  # iter() is inside the first wait: worker start-up counts as data wait
+            ready = time.perf_counter()
+            yield batch
+            done = self._now()
+            self.data_wait_s.append(ready - step_end)
+            self.compute_s.append(done - ready)
+            step_end = done
+
+    def data_fraction(self, skip_first: int = 1) -> float:
+        """Share of step time spent waiting for data, leaving out the first `skip_first` steps (worker start-up)."""
+        skip_first = as_int("skip_first", skip_first, minimum=0)
+        if len(self.data_wait_s) <= skip_first:
+            raise ValueError(f"skip_first={skip_first} leaves none of the {len(self.data_wait_s)} timed steps; run more steps")
+        wait = sum(self.data_wait_s[skip_first:])
+        return wait / (wait + sum(self.compute_s[skip_first:]))
+
+    def __str__(self) -> str:
+        steps = len(self.data_wait_s)
+        if steps < 2:
+            return f"StepTimer: {steps} step(s) timed; run at least 2 (the first is start-up)"
+        wait, compute = sum(self.data_wait_s[1:]), sum(self.compute_s[1:])
+        return (
+            f"{steps - 1} steps after the first: waiting for data {wait:.3f} s ({self.data_fraction():.0%}), "
+            f"computing {compute:.3f} s; first step waited {self.data_wait_s[0]:.3f} s"
+        )
+
+
+# Lesson 03's measurements: sweeps of DataLoader arguments, and the reference they are compared with.
+
+# DataLoader arguments a sweep may vary, with the smallest value each accepts.
+INT_PARAMS: dict[str, int] = {"num_workers": 0, "batch_size": 1, "prefetch_factor": 1}
+
+# Lesson 03's two num_workers sweeps, defined once: the lesson runs them and `tools/bench.py --record`
+# records them on a quiet machine, so the reference it plots was measured with the same settings.
+LESSON_SWEEPS: dict[str, dict[str, Any]] = {
+    "cpu": {"title": "1 ms of CPU work per item", "dataset": {"num_items": 4096, "cpu_ms": 1.0},
+            "values": (0, 1, 2, 4, 8), "repeats": 3, "num_batches": 16, "batch_size": 16},
+    "io": {"title": "5 ms of waiting per item", "dataset": {"num_items": 4096, "io_ms": 5.0},
+           "values": (0, 2, 4, 8, 16), "repeats": 2, "num_batches": 24, "batch_size": 8},
+}
+REFERENCE_GLOB = "*-loaders.json"  # tools/bench.py --record's names; lesson 04's *-gpu-check.json share the folder
 
 
 @dataclass(frozen=True)
@@ -150,11 +199,6 @@ class LoaderSweep:
     settings: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
-    def best(self) -> Any:
-        """The value with the highest median samples/s."""
-        return max(self.rows, key=lambda row: row.samples_per_s).value
-
-    @property
     def ceiling(self) -> float | None:
         """Median over the rounds of the plain-process speed-up (None when not measured)."""
         return statistics.median(self.ceilings) if self.ceilings else None
@@ -164,7 +208,7 @@ class LoaderSweep:
         for row in self.rows:
             if row.value == value:
                 return row
-        raise ValueError(f"value must be one of the swept values {[row.value for row in self.rows]}, got {_short(value)}")
+        raise ValueError(f"value must be one of the swept values {[row.value for row in self.rows]}, got {short(value)}")
 
     def round_speedups(self, value: Any, baseline: Any = None) -> tuple[float, ...]:
         """Per round: samples/s of `value` over samples/s of `baseline` (the first value when None) in the same round."""
@@ -257,14 +301,6 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def warmup_for(num_workers: int, prefetch_factor: int | None = None) -> int:
-    """Batches to leave out before timing: the prefetch burst, prefetch_factor (2) x num_workers, or 1 without workers (lesson 03)."""
-    num_workers = as_int("num_workers", num_workers, minimum=0)
-    if num_workers == 0:
-        return 1
-    return (2 if prefetch_factor is None else as_int("prefetch_factor", prefetch_factor, minimum=1)) * num_workers
-
-
 def sweep_loader(
     dataset: Dataset,
     param: str = "num_workers",
@@ -284,14 +320,14 @@ def sweep_loader(
     """
     allowed = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "dataset"}
     if not isinstance(param, str) or param not in allowed:
-        raise ValueError(f"param must be a DataLoader argument such as 'num_workers', got {_short(param)}")
+        raise ValueError(f"param must be a DataLoader argument such as 'num_workers', got {short(param)}")
     if param in loader_kwargs:
         raise ValueError(f"param={param!r} is swept, so it must not also be passed as a keyword argument")
     unknown = sorted(set(loader_kwargs) - allowed)
     if unknown:
         raise TypeError(f"loader_kwargs has names DataLoader does not take: {unknown}")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
-        raise ValueError(f"values must be a non-empty sequence of {param} values, got {_short(values)}")
+        raise ValueError(f"values must be a non-empty sequence of {param} values, got {short(values)}")
     if param in INT_PARAMS:
         values = [as_int(f"values[{i}] ({param})", v, minimum=INT_PARAMS[param]) for i, v in enumerate(values)]
     repeats = as_int("repeats", repeats, minimum=1)
@@ -325,7 +361,7 @@ def sweep_loader(
 def lesson_sweep(kind: str, ceiling_processes: int = 0, progress: bool = True) -> LoaderSweep:
     """Run lesson 03's "cpu" or "io" num_workers sweep with the settings in LESSON_SWEEPS (lesson 03, tools/bench.py --record)."""
     if kind not in LESSON_SWEEPS:
-        raise ValueError(f"kind must be one of {sorted(LESSON_SWEEPS)}, got {_short(kind)}")
+        raise ValueError(f"kind must be one of {sorted(LESSON_SWEEPS)}, got {short(kind)}")
     spec = LESSON_SWEEPS[kind]
     dataset = SlowDataset(**spec["dataset"])
     with warnings.catch_warnings():  # more workers than cores is what the sweep is about; the lesson shows the warning apart
@@ -391,7 +427,7 @@ def record_reference(sweeps: Mapping[str, LoaderSweep], usable_cores: int) -> Lo
                            torch=torch.__version__, sweeps=dict(sweeps))
 
 
-def load_loader_reference(folder: Path | str = REFERENCE_DIR) -> LoaderReference | None:
+def load_loader_reference(folder: Path | str) -> LoaderReference | None:
     """The newest `*-loaders.json` in `folder` (written by `tools/bench.py --record`), or None when there is none (lesson 03)."""
     folder = Path(folder)
     paths = sorted(folder.glob(REFERENCE_GLOB)) if folder.is_dir() else []
@@ -404,57 +440,6 @@ def load_loader_reference(folder: Path | str = REFERENCE_DIR) -> LoaderReference
     sweeps = {kind: LoaderSweep.from_dict(sweep) for kind, sweep in data["sweeps"].items()}
     return LoaderReference(hardware=str(data["hardware"]), usable_cores=int(data["usable_cores"]), date=str(data["date"]),
                            torch=str(data["torch"]), sweeps=sweeps, file=paths[-1].name)
-
-
-class StepTimer:
-    """Splits each training step into waiting for data and computing: `for batch in timer.wrap(loader): ...` (lesson 03)."""
-
-    def __init__(self, device: str | torch.device | None = None) -> None:
-        self.device = _as_device("device", "cpu" if device is None else device)
-        self.data_wait_s: list[float] = []
-        self.compute_s: list[float] = []
-
-    def _now(self) -> float:
-        """perf_counter after the device's queued work has finished (CPU: nothing to wait for)."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        elif self.device.type != "cpu":
-            torch.accelerator.synchronize(self.device)
-        return time.perf_counter()
-
-    def wrap(self, batches: Iterable[Any]) -> Iterator[Any]:
-        """Yield the batches; time from a step's end to the next batch is data wait, from the batch to the step's end compute."""
-        step_end = self._now()
-        for batch in batches:  # iter() is inside the first wait: worker start-up counts as data wait
-            ready = time.perf_counter()
-            yield batch
-            done = self._now()
-            self.data_wait_s.append(ready - step_end)
-            self.compute_s.append(done - ready)
-            step_end = done
-
-    def data_fraction(self, skip_first: int = 1) -> float:
-        """Share of step time spent waiting for data, leaving out the first `skip_first` steps (worker start-up)."""
-        skip_first = as_int("skip_first", skip_first, minimum=0)
-        if len(self.data_wait_s) <= skip_first:
-            raise ValueError(f"skip_first={skip_first} leaves none of the {len(self.data_wait_s)} timed steps; run more steps")
-        wait = sum(self.data_wait_s[skip_first:])
-        return wait / (wait + sum(self.compute_s[skip_first:]))
-
-    def reset(self) -> None:
-        """Forget the timed steps."""
-        self.data_wait_s.clear()
-        self.compute_s.clear()
-
-    def __str__(self) -> str:
-        steps = len(self.data_wait_s)
-        if steps < 2:
-            return f"StepTimer: {steps} step(s) timed; run at least 2 (the first is start-up)"
-        wait, compute = sum(self.data_wait_s[1:]), sum(self.compute_s[1:])
-        return (
-            f"{steps - 1} steps after the first: waiting for data {wait:.3f} s ({self.data_fraction():.0%}), "
-            f"computing {compute:.3f} s; first step waited {self.data_wait_s[0]:.3f} s"
-        )
 
 
 def benchmark_widget(num_items: int = 2048, num_batches: int = 8) -> Any:

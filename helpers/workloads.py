@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from helpers._validate import _short, as_fraction, as_int
+from helpers._validate import as_fraction, as_int, short
 
 MAX_ITEM_MS = 60_000.0
 
@@ -43,7 +43,7 @@ def _time_spin(iterations: int) -> float:
 def _shape(shape: Any) -> tuple[int, ...]:
     """`shape` as a non-empty tuple of positive ints."""
     if not isinstance(shape, Sequence) or isinstance(shape, str) or len(shape) == 0:
-        raise TypeError(f"shape must be a non-empty tuple of ints such as (3, 32, 32), got {_short(shape)}")
+        raise TypeError(f"shape must be a non-empty tuple of ints such as (3, 32, 32), got {short(shape)}")
     return tuple(as_int(f"shape[{i}]", size, minimum=1) for i, size in enumerate(shape))
 
 
@@ -201,7 +201,7 @@ class PostDummyDataset(Dataset):
     def __init__(self, length: int, fixed_labels: bool = False) -> None:
         self.length = as_int("length", length, minimum=1)
         if not isinstance(fixed_labels, bool):
-            raise TypeError(f"fixed_labels must be True or False, got {_short(fixed_labels)}")
+            raise TypeError(f"fixed_labels must be True or False, got {short(fixed_labels)}")
         self.fixed_labels = fixed_labels
 
     def __len__(self) -> int:

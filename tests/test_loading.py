@@ -7,6 +7,7 @@ import psutil
 import pytest
 import torch
 from matplotlib.figure import Figure
+from conftest import ROOT
 from torch.utils.data import DataLoader, Dataset
 
 from helpers.loading import (
@@ -140,7 +141,6 @@ def test_sweep_has_one_row_per_value_in_order():
     assert isinstance(sweep, LoaderSweep) and sweep.param == "num_workers"
     assert [row.value for row in sweep.rows] == [0, 1] and all(len(row.runs) == 2 for row in sweep.rows)
     assert all(row.samples_per_s > 0 and row.first_batch_s > 0 for row in sweep.rows)
-    assert sweep.best in (0, 1)
     text = str(sweep).splitlines()
     assert len(text) == 4 and "samples/s" in text[0] and "median" in text[1] and "ceiling" not in str(sweep)
 
@@ -191,8 +191,7 @@ def test_step_timer_splits_data_wait_from_compute():
     assert min(timer.data_wait_s) >= 0.06 and min(timer.compute_s) >= 0.015
     assert 0.5 < timer.data_fraction() < 0.95  # 0.8 ideally; sleeps only ever run long
     assert "waiting for data" in str(timer) and not torch.cuda.is_initialized()
-    timer.reset()
-    assert timer.data_wait_s == [] and "0 step(s)" in str(timer)
+    assert "0 step(s)" in str(StepTimer())
 
 
 def test_step_timer_records_steps_before_a_break():
@@ -285,7 +284,7 @@ def test_reference_is_written_and_the_newest_is_read(tmp_path):
     new = record_reference({"cpu": fake_sweep({0: [1.0], 1: [3.0]})}, usable_cores=4)
     (tmp_path / "2020-01-01-cpu-loaders.json").write_text(json.dumps(old.to_dict()))
     (tmp_path / "2030-01-01-cpu-loaders.json").write_text(json.dumps(new.to_dict()))
-    (tmp_path / "2031-01-01-gpu.json").write_text("{}")  # a GPU report: not a loader reference
+    (tmp_path / "2031-01-01-gpu-gpu-check.json").write_text("{}")  # lesson 04's GPU report: not a loader reference
     got = load_loader_reference(tmp_path)
     assert got.usable_cores == 4 and got.sweeps["cpu"].speedup(1) == 3.0 and got.file.startswith("2030")
     assert "not this machine" in got.label and got.hardware in got.label
@@ -297,7 +296,7 @@ def test_reference_is_written_and_the_newest_is_read(tmp_path):
 
 
 def test_recorded_references_hold_the_lessons_settings():
-    reference = load_loader_reference()
+    reference = load_loader_reference(ROOT / "docs" / "reference-results")
     if reference is None:
         pytest.skip("no docs/reference-results/*-loaders.json recorded yet")
     for kind, spec in LESSON_SWEEPS.items():

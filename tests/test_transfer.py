@@ -1,14 +1,13 @@
-"""helpers.transfer: batches move whole, the prefetcher keeps order, timing waits for the device, CUDA paths measured on a GPU."""
+"""helpers.transfer: batches move whole, the prefetcher keeps order and its stream logic holds (on a fake CUDA too), bad input is named."""
 import collections
-import json
-import time
+import contextlib
 import warnings
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from helpers import transfer
+from helpers import batches, transfer
 
 Pair = collections.namedtuple("Pair", "x y")
 
@@ -17,16 +16,20 @@ def nested_batch():
     return {"image": torch.ones(4, 3), "meta": [torch.arange(4), "name", 7], "pair": Pair(torch.zeros(2), 1.5)}
 
 
+def test_one_walker_visits_every_leaf_depth_first_and_rebuilds_the_structure():
+    batch = nested_batch()
+    assert [type(leaf).__name__ for leaf in batches.leaves(batch)] == ["Tensor", "Tensor", "str", "int", "Tensor", "float"]
+    assert len(batches.tensors(batch)) == 3 and batches.tensors(["no", "tensors"]) == []
+    doubled = batches.map_leaves(batch, lambda leaf: leaf * 2)
+    assert isinstance(doubled["pair"], Pair) and doubled["pair"].y == 3.0 and doubled["meta"][1:] == ["namename", 14]
+    assert batches.map_leaves({"a": (1, [2])}, str) == {"a": ("1", ["2"])}
+
+
 def test_move_reaches_every_tensor_and_keeps_structure():
     moved = transfer.move(nested_batch(), "meta")
     assert moved["image"].device.type == "meta" and moved["meta"][0].device.type == "meta"
     assert moved["meta"][1:] == ["name", 7]
     assert isinstance(moved["pair"], Pair) and moved["pair"].x.device.type == "meta" and moved["pair"].y == 1.5
-
-
-def test_all_pinned_is_false_on_cpu_tensors_and_for_batches_without_tensors():
-    assert not transfer.all_pinned(nested_batch())
-    assert not transfer.all_pinned(["no", "tensors"])
 
 
 def test_dataloader_pin_memory_without_accelerator_warns_and_pins_nothing():
@@ -37,7 +40,7 @@ def test_dataloader_pin_memory_without_accelerator_warns_and_pins_nothing():
         warnings.simplefilter("always")
         batch = next(iter(loader))
     assert any("no accelerator is found" in str(w.message) for w in caught)
-    assert not transfer.all_pinned(batch)
+    assert not any(t.is_pinned() for t in batches.tensors(batch))
 
 
 def test_prefetcher_on_cpu_passes_batches_through_in_order():
@@ -45,6 +48,79 @@ def test_prefetcher_on_cpu_passes_batches_through_in_order():
     through = list(transfer.CUDAPrefetcher(loader, "cpu"))
     assert [b[0].tolist() for b in through] == [b[0].tolist() for b in loader]
     assert len(transfer.CUDAPrefetcher(loader, "cpu")) == 4
+
+
+class FakeCUDA:
+    """torch.cuda's streams on a CPU: logs where each copy is queued, each wait_stream and record_stream, and each step."""
+
+    class FakeStream:
+        def __init__(self, cuda, name):
+            self.cuda, self.name = cuda, name
+
+        def wait_stream(self, other):
+            self.cuda.log.append(("wait", self.name, other.name))
+
+    def __init__(self):
+        self.log = []
+        self.current = self.FakeStream(self, "compute")
+
+    def Stream(self, device):  # noqa: N802 - stands in for torch.cuda.Stream
+        assert torch.device(device).type == "cuda"
+        return self.FakeStream(self, "side")
+
+    @contextlib.contextmanager
+    def stream(self, stream):
+        before, self.current = self.current, stream
+        try:
+            yield
+        finally:
+            self.current = before
+
+    def current_stream(self, device=None):
+        return self.current
+
+    def move(self, batch, device, non_blocking=False):
+        self.log.append(("copy", int(batch["y"]), self.current.name, non_blocking))
+        return batch  # the same tensors stand for the copies
+
+    def record_stream(self, tensor, stream):
+        self.log.append(("record", int(tensor.flatten()[0]), stream.name))
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """CUDAPrefetcher's CUDA path, run on a CPU: torch.cuda's streams and the copy replaced by FakeCUDA."""
+    fake = FakeCUDA()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "Stream", fake.Stream)
+    monkeypatch.setattr(torch.cuda, "stream", fake.stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", fake.current_stream)
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda tensor, stream: fake.record_stream(tensor, stream))
+    monkeypatch.setattr(transfer, "move", fake.move)
+    return fake
+
+
+def test_prefetcher_copies_one_batch_ahead_on_a_side_stream_and_the_step_waits_for_it(fake_cuda):
+    loader = [{"x": torch.full((2,), float(i)), "y": torch.tensor(i)} for i in range(3)]
+    for batch in transfer.CUDAPrefetcher(loader, "cuda"):
+        fake_cuda.log.append(("step", int(batch["y"])))
+    expected = [("copy", 0, "side", True)]
+    for i in range(3):
+        expected += [("wait", "compute", "side"), ("record", i, "compute"), ("record", i, "compute")]  # before step i: its copy has landed
+        expected += [("copy", i + 1, "side", True)] if i < 2 else []  # batch i+1's copy is queued before step i, never two ahead
+        expected += [("step", i)]
+    assert fake_cuda.log == expected
+
+
+def test_prefetcher_on_a_fake_cuda_yields_nothing_for_an_empty_loader(fake_cuda):
+    assert list(transfer.CUDAPrefetcher([], "cuda")) == [] and fake_cuda.log == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_prefetcher_on_cuda_without_cuda_says_so():
+    with pytest.raises(RuntimeError, match=r"needs a CUDA GPU, and torch.cuda.is_available\(\) is False"):
+        transfer.CUDAPrefetcher([], "cuda")
 
 
 @pytest.mark.parametrize("bad, error", [("gpu0", ValueError), (3.5, ValueError), (None, ValueError)])
@@ -58,167 +134,11 @@ def test_prefetcher_refuses_a_non_iterable_loader():
         transfer.CUDAPrefetcher(42, "cpu")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
-@pytest.mark.parametrize("call", [
-    lambda: transfer.h2d_bandwidth([1024]),
-    lambda: transfer.pinning_costs(1024),
-    lambda: transfer.copy_compute_timeline(1024, pinned=True, side_stream=True),
-    lambda: transfer.unsafe_d2h_read(),
-    lambda: transfer.CUDAPrefetcher([], "cuda"),
-    lambda: transfer.gpu_link(),
-    lambda: transfer.prefetch_effect(),
-])
-def test_cuda_measurements_without_cuda_say_so(call):
-    with pytest.raises(RuntimeError, match=r"needs a CUDA GPU, and torch.cuda.is_available\(\) is False"):
-        call()
-
-
-def test_gpu_measurements_refuse_a_cpu_device():
-    with pytest.raises(ValueError, match="device must be 'cuda' or 'cuda:N', got 'cpu'"):
-        transfer.h2d_bandwidth([1024], device="cpu")
-
-
-def test_median_seconds_waits_for_queued_work_and_skips_warmup():
-    """A fake asynchronous device: run() returns at once, synchronize() waits for its 20 ms; the first call costs 300 ms."""
-    state = {"busy_until": 0.0, "calls": 0}
-
-    def run():
-        now = time.perf_counter()
-        state["busy_until"] = max(now, state["busy_until"]) + (0.3 if state["calls"] == 0 else 0.02)
-        state["calls"] += 1
-
-    def synchronize():
-        time.sleep(max(0.0, state["busy_until"] - time.perf_counter()))
-
-    seconds = transfer.median_seconds(run, synchronize, repeats=5, warmup=1)
-    assert 0.018 < seconds < 0.05
-    assert state["calls"] == 6
-
-
-def test_median_seconds_validates_counts():
-    with pytest.raises(ValueError, match="repeats must be at least 1, got 0"):
-        transfer.median_seconds(lambda: None, lambda: None, repeats=0)
-    with pytest.raises(TypeError, match="warmup must be an int"):
-        transfer.median_seconds(lambda: None, lambda: None, warmup=1.5)
-
-
-def test_host_copy_bandwidth_is_a_positive_rate():
-    assert transfer.host_copy_gb_per_s(8 * transfer.MIB, repeats=3, warmup=1) > 0.05
-
-
-@pytest.mark.parametrize("num_bytes, text", [(512, "512 B"), (4096, "4 KiB"), (3 * 2**19, "1.5 MiB"), (2**30, "1 GiB")])
-def test_format_bytes(num_bytes, text):
-    assert transfer.format_bytes(num_bytes) == text
-
-
-def test_timeline_overlap_is_measured_from_the_spans():
-    apart = transfer.Timeline("apart", (transfer.Span("copy", "s", 0, 4), transfer.Span("compute", "d", 4, 10)))
-    inside = transfer.Timeline("inside", (transfer.Span("copy", "s", 1, 4), transfer.Span("compute", "d", 0, 10)))
-    assert apart.overlap_ms == 0 and apart.total_ms == 10
-    assert inside.overlap_fraction == 1.0
-    ax = transfer.plot_timelines([apart, inside])
-    assert ax.get_xlabel().startswith("ms after the start event")
-
-
-def report(**extra):
-    rows = [{"num_bytes": 2**20, "pinned": p, "seconds": s} for p, s in ((False, 1e-4), (True, 5e-5))]
-    return {"hardware": "Test GPU", "date": "2026-12-03", "torch": "2.13.0", "bandwidth": {"device_name": "Test GPU", "rows": rows}, **extra}
-
-
-def test_reference_results_round_trip(tmp_path):
-    assert transfer.load_reference_results(tmp_path / "absent") == []
-    (tmp_path / "2026-01-01-x-gpu-check.json").write_text(json.dumps(report()))
-    (tmp_path / "2026-01-01-cpu-loaders.json").write_text(json.dumps({"kind": "lesson 03's reference"}))  # not a GPU report
-    [loaded] = transfer.load_reference_results(tmp_path)
-    sweep = transfer.sweep_from_report(loaded)
-    assert loaded["file"] == "2026-01-01-x-gpu-check.json"
-    assert sweep.rate(2**20, pinned=True) == pytest.approx(2**20 / 5e-5 / 1e9)
-    assert "pinned/pageable" in str(sweep) and "2.00x" in str(sweep)
-    assert transfer.sweep_to_dict(sweep) == report()["bandwidth"]
-
-
-def test_reference_results_refuse_a_file_that_is_not_a_report(tmp_path):
-    (tmp_path / "other-gpu-check.json").write_text(json.dumps({"hardware": "x"}))
-    with pytest.raises(ValueError, match="is not a gpu-check report"):
-        transfer.load_reference_results(tmp_path)
-
-
-def test_committed_reference_results_load():
-    for item in transfer.load_reference_results():
-        assert transfer.sweep_from_report(item).rows
-
-
-@pytest.mark.cuda
-def test_pinned_bandwidth_beats_pageable_for_large_copies():
-    sweep = transfer.h2d_bandwidth([64 * transfer.MIB], repeats=5)
-    assert sweep.rate(64 * transfer.MIB, pinned=True) > sweep.rate(64 * transfer.MIB, pinned=False)
-
-
 @pytest.mark.cuda
 def test_prefetcher_on_cuda_yields_the_same_values_on_the_gpu():
     batches = [(torch.full((1000,), float(i)).pin_memory(), torch.tensor([i])) for i in range(5)]
     out = [(x.sum().item(), y.item(), x.device.type) for x, y in transfer.CUDAPrefetcher(batches, "cuda")]
     assert out == [(1000.0 * i, i, "cuda") for i in range(5)]
-
-
-@pytest.mark.cuda
-def test_unsafe_d2h_read_is_wrong_before_synchronising_and_right_after():
-    assert transfer.unsafe_d2h_read() == (False, True)
-
-
-@pytest.mark.cuda
-def test_pinned_side_stream_copy_overlaps_compute():
-    overlapped = transfer.copy_compute_timeline(64 * transfer.MIB, pinned=True, side_stream=True)
-    serial = transfer.copy_compute_timeline(64 * transfer.MIB, pinned=True, side_stream=False)
-    assert overlapped.overlap_fraction > 0.5
-    assert serial.overlap_fraction < 0.1
-
-
-@pytest.mark.cuda
-def test_prefetcher_shortens_steps_when_copy_and_compute_are_alike():
-    effect = transfer.prefetch_effect(32 * transfer.MIB, steps=20)
-    assert effect.prefetch_ms < 0.95 * effect.plain_ms
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
-def test_gpu_check_refuses_to_run_without_cuda(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    tool = Path(__file__).resolve().parent.parent / "tools" / "gpu_check.py"
-    done = subprocess.run([sys.executable, str(tool), "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "needs a CUDA GPU, and torch.cuda.is_available() is False" in done.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_interleaved_medians_alternate_the_order_and_take_medians():
-    calls = []
-    medians = transfer.interleaved_medians({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-                                           lambda: None, rounds=4, warmup=1)
-    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then A B / B A / A B / B A
-    assert set(medians) == {"a", "b"} and all(seconds >= 0 for seconds in medians.values())
-
-
-@pytest.mark.parametrize("runs, says", [({}, "runs must map names to callables"), ({"a": 3}, "runs must map names to callables")])
-def test_interleaved_medians_refuses_bad_runs(runs, says):
-    with pytest.raises(ValueError, match=says):
-        transfer.interleaved_medians(runs, lambda: None)
-
-
-def test_host_copy_sweep_moves_the_same_bytes_and_small_copies_cost_more():
-    sweep = transfer.host_copy_sweep([1024, 2**20], total_bytes=2**20, rounds=5)
-    assert [chunk for chunk, _ in sweep.seconds] == [1024, 2**20]
-    assert sweep.slowdown() > 1.5 and sweep.per_call_us() > 0  # 1024 calls cost more than one (measured ~9x here)
-    assert sweep.gb_per_s(2**20) > sweep.gb_per_s(1024)
-
-
-@pytest.mark.parametrize("chunks, total, says", [([1024], 2**20, "at least two different sizes"),
-                                                 ([1000, 2**20], 2**20, "must divide total_bytes")])
-def test_host_copy_sweep_refuses_bad_sizes(chunks, total, says):
-    with pytest.raises(ValueError, match=says):
-        transfer.host_copy_sweep(chunks, total_bytes=total)
 
 
 def test_batch_bytes_counts_every_tensor_from_shapes_and_dtypes():

@@ -25,10 +25,11 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from helpers.env import usable_cpus  # noqa: E402
-from helpers.loading import REFERENCE_DIR, benchmark_loader, cpu_model, lesson_sweep, record_reference, sweep_loader  # noqa: E402
+from helpers.loading import benchmark_loader, cpu_model, lesson_sweep, record_reference, sweep_loader  # noqa: E402
 from helpers.memory import worker_memory  # noqa: E402
 from helpers.workloads import (  # noqa: E402
     ArrayBackedDataset,
@@ -39,6 +40,8 @@ from helpers.workloads import (  # noqa: E402
     SlowDataset,
     collate_stacked,
 )
+
+REFERENCE_DIR = ROOT / "docs" / "reference-results"  # --record writes here; lesson 03 reads the newest *-loaders.json in it
 
 # The least plain-process speed-up, as a share of the usable cores, at which the machine counts as quiet.
 QUIET_SHARE = 0.85

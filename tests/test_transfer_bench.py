@@ -1,0 +1,164 @@
+"""helpers.transfer_bench: timing waits for the device, reference reports load, CUDA measurements refuse a CPU, measured on a GPU."""
+import json
+import time
+
+import pytest
+import torch
+from conftest import ROOT
+
+from helpers import transfer_bench
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+@pytest.mark.parametrize("call", [
+    lambda: transfer_bench.h2d_bandwidth([1024]),
+    lambda: transfer_bench.pinning_costs(1024),
+    lambda: transfer_bench.copy_compute_timeline(1024, pinned=True, side_stream=True),
+    lambda: transfer_bench.unsafe_d2h_read(),
+    lambda: transfer_bench.gpu_link(),
+    lambda: transfer_bench.prefetch_effect(),
+])
+def test_cuda_measurements_without_cuda_say_so(call):
+    with pytest.raises(RuntimeError, match=r"needs a CUDA GPU, and torch.cuda.is_available\(\) is False"):
+        call()
+
+
+def test_gpu_measurements_refuse_a_cpu_device():
+    with pytest.raises(ValueError, match="device must be 'cuda' or 'cuda:N', got 'cpu'"):
+        transfer_bench.h2d_bandwidth([1024], device="cpu")
+
+
+def test_median_seconds_waits_for_queued_work_and_skips_warmup():
+    """A fake asynchronous device: run() returns at once, synchronize() waits for its 20 ms; the first call costs 300 ms."""
+    state = {"busy_until": 0.0, "calls": 0}
+
+    def run():
+        now = time.perf_counter()
+        state["busy_until"] = max(now, state["busy_until"]) + (0.3 if state["calls"] == 0 else 0.02)
+        state["calls"] += 1
+
+    def synchronize():
+        time.sleep(max(0.0, state["busy_until"] - time.perf_counter()))
+
+    seconds = transfer_bench.median_seconds(run, synchronize, repeats=5, warmup=1)
+    assert 0.018 < seconds < 0.05
+    assert state["calls"] == 6
+
+
+def test_median_seconds_validates_counts():
+    with pytest.raises(ValueError, match="repeats must be at least 1, got 0"):
+        transfer_bench.median_seconds(lambda: None, lambda: None, repeats=0)
+    with pytest.raises(TypeError, match="warmup must be an int"):
+        transfer_bench.median_seconds(lambda: None, lambda: None, warmup=1.5)
+
+
+def test_host_copy_bandwidth_is_a_positive_rate():
+    assert transfer_bench.host_copy_gb_per_s(8 * 2**20, repeats=3, warmup=1) > 0.05
+
+
+@pytest.mark.parametrize("num_bytes, text", [(512, "512 B"), (4096, "4 KiB"), (3 * 2**19, "1.5 MiB"), (2**30, "1 GiB")])
+def test_format_bytes(num_bytes, text):
+    assert transfer_bench.format_bytes(num_bytes) == text
+
+
+def test_timeline_overlap_is_measured_from_the_spans():
+    apart = transfer_bench.Timeline("apart", (transfer_bench.Span("copy", "s", 0, 4), transfer_bench.Span("compute", "d", 4, 10)))
+    inside = transfer_bench.Timeline("inside", (transfer_bench.Span("copy", "s", 1, 4), transfer_bench.Span("compute", "d", 0, 10)))
+    assert apart.overlap_ms == 0 and apart.total_ms == 10
+    assert inside.overlap_fraction == 1.0
+    ax = transfer_bench.plot_timelines([apart, inside])
+    assert ax.get_xlabel().startswith("ms after the start event")
+
+
+def report(**extra):
+    rows = [{"num_bytes": 2**20, "pinned": p, "seconds": s} for p, s in ((False, 1e-4), (True, 5e-5))]
+    return {"hardware": "Test GPU", "date": "2026-12-03", "torch": "2.13.0", "bandwidth": {"device_name": "Test GPU", "rows": rows}, **extra}
+
+
+def test_reference_results_round_trip(tmp_path):
+    assert transfer_bench.load_reference_results(tmp_path / "absent") == []
+    (tmp_path / "2026-01-01-x-gpu-check.json").write_text(json.dumps(report()))
+    (tmp_path / "2026-01-01-cpu-loaders.json").write_text(json.dumps({"kind": "lesson 03's reference"}))  # not a GPU report
+    [loaded] = transfer_bench.load_reference_results(tmp_path)
+    sweep = transfer_bench.sweep_from_report(loaded)
+    assert loaded["file"] == "2026-01-01-x-gpu-check.json"
+    assert sweep.rate(2**20, pinned=True) == pytest.approx(2**20 / 5e-5 / 1e9)
+    assert "pinned/pageable" in str(sweep) and "2.00x" in str(sweep)
+    assert transfer_bench.sweep_to_dict(sweep) == report()["bandwidth"]
+
+
+def test_reference_results_refuse_a_file_that_is_not_a_report(tmp_path):
+    (tmp_path / "other-gpu-check.json").write_text(json.dumps({"hardware": "x"}))
+    with pytest.raises(ValueError, match="is not a gpu-check report"):
+        transfer_bench.load_reference_results(tmp_path)
+
+
+def test_committed_reference_results_load():
+    for item in transfer_bench.load_reference_results(ROOT / "docs" / "reference-results"):
+        assert transfer_bench.sweep_from_report(item).rows
+
+
+@pytest.mark.cuda
+def test_pinned_bandwidth_beats_pageable_for_large_copies():
+    sweep = transfer_bench.h2d_bandwidth([64 * 2**20], repeats=5)
+    assert sweep.rate(64 * 2**20, pinned=True) > sweep.rate(64 * 2**20, pinned=False)
+
+
+@pytest.mark.cuda
+def test_unsafe_d2h_read_is_wrong_before_synchronising_and_right_after():
+    assert transfer_bench.unsafe_d2h_read() == (False, True)
+
+
+@pytest.mark.cuda
+def test_pinned_side_stream_copy_overlaps_compute():
+    overlapped = transfer_bench.copy_compute_timeline(64 * 2**20, pinned=True, side_stream=True)
+    serial = transfer_bench.copy_compute_timeline(64 * 2**20, pinned=True, side_stream=False)
+    assert overlapped.overlap_fraction > 0.5
+    assert serial.overlap_fraction < 0.1
+
+
+@pytest.mark.cuda
+def test_prefetcher_shortens_steps_when_copy_and_compute_are_alike():
+    effect = transfer_bench.prefetch_effect(32 * 2**20, steps=20)
+    assert effect.prefetch_ms < 0.95 * effect.plain_ms
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_gpu_check_refuses_to_run_without_cuda(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parent.parent / "tools" / "gpu_check.py"
+    done = subprocess.run([sys.executable, str(tool), "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "needs a CUDA GPU, and torch.cuda.is_available() is False" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interleaved_medians_alternate_the_order_and_take_medians():
+    calls = []
+    medians = transfer_bench.interleaved_medians({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                           lambda: None, rounds=4, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then A B / B A / A B / B A
+    assert set(medians) == {"a", "b"} and all(seconds >= 0 for seconds in medians.values())
+
+
+@pytest.mark.parametrize("runs, says", [({}, "runs must map names to callables"), ({"a": 3}, "runs must map names to callables")])
+def test_interleaved_medians_refuses_bad_runs(runs, says):
+    with pytest.raises(ValueError, match=says):
+        transfer_bench.interleaved_medians(runs, lambda: None)
+
+
+def test_host_copy_sweep_moves_the_same_bytes_and_small_copies_cost_more():
+    sweep = transfer_bench.host_copy_sweep([1024, 2**20], total_bytes=2**20, rounds=5)
+    assert [chunk for chunk, _ in sweep.seconds] == [1024, 2**20]
+    assert sweep.slowdown() > 1.5 and sweep.per_call_us() > 0  # 1024 calls cost more than one (measured ~9x here)
+    assert sweep.gb_per_s(2**20) > sweep.gb_per_s(1024)
+
+
+@pytest.mark.parametrize("chunks, total, says", [([1024], 2**20, "at least two different sizes"),
+                                                 ([1000, 2**20], 2**20, "must divide total_bytes")])
+def test_host_copy_sweep_refuses_bad_sizes(chunks, total, says):
+    with pytest.raises(ValueError, match=says):
+        transfer_bench.host_copy_sweep(chunks, total_bytes=total)
