@@ -1,19 +1,21 @@
-"""The rank functions lesson 05 runs with helpers.ddp.run; each returns what its rank saw, as plain data (lesson 05)."""
+"""The rank functions lesson 05 runs with helpers.ddp.run and prints where it runs them; each returns what its rank saw, as plain data."""
 from __future__ import annotations
 
 import gc
+import time
 from typing import Any
 
 import numpy as np
+import psutil
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, WeightedRandomSampler
 
-from helpers._validate import _short, as_int
+from helpers._validate import as_int, short
 from helpers.ddp import rank_device
 from helpers.imbalance import batch_class_counts, class_counts, sample_weights
-from helpers.loading import StepTimer
+from helpers.loading import StepTimer, benchmark_loader
 from helpers.samplers import DistributedWeightedSampler
 from helpers.workloads import SlowDataset
 
@@ -82,34 +84,21 @@ def batch_mix(labels: list[int], shuffle: bool, batch_size: int = 16, num_batche
 
 
 def uneven_steps(steps: int = 4, extra_on_last_rank: int = 1, use_join: bool = False) -> dict[str, Any]:
-    """DDP training where the last rank has `extra_on_last_rank` more batches, then an end-of-epoch barrier; steps and last loss per rank."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    """DDP training where the last rank has `extra_on_last_rank` more batches, then an end-of-epoch barrier; steps and weights per rank."""
     device = rank_device()
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # the same start on every rank
     model = _ddp(nn.Linear(8, 2), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    my_steps = steps + (extra_on_last_rank if rank == world - 1 else 0)
     inputs = torch.randn(4, 8, device=device)
-
-    def train() -> float:
-        loss = torch.zeros((), device=device)
+    my_steps = steps + (extra_on_last_rank if dist.get_rank() == dist.get_world_size() - 1 else 0)
+    with model.join(enable=use_join):  # enabled: ranks that run out keep answering the others' all-reduces with zeros
         for _ in range(my_steps):
-            loss = model(inputs).square().mean()
-            loss.backward()  # DDP all-reduces the gradients here: every rank must take part
+            model(inputs).square().mean().backward()  # DDP all-reduces the gradients here: every rank must take part
             optimizer.step()
             optimizer.zero_grad()
-        return loss.item()
-
-    if use_join:
-        with model.join():  # ranks that run out keep answering the others' all-reduces with zeros
-            last = train()
-    else:
-        last = train()
     dist.barrier()  # end of epoch: every rank waits for the others (say, before rank 0 saves a checkpoint)
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))  # DDP keeps the replicas identical
-    del model, optimizer
-    gc.collect()
-    return {"steps": my_steps, "last_loss": last, "weights_checksum": checksum}
+    return {"steps": my_steps, "weights_checksum": checksum}
 
 
 def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: int = 24, batch_size: int = 8) -> dict[str, Any]:
@@ -137,10 +126,10 @@ def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: 
 def _worker_counts(worker_counts: Any) -> list[int]:
     """`worker_counts` as a non-empty list of distinct num_workers values (0 or more)."""
     if not isinstance(worker_counts, (list, tuple)) or not worker_counts:
-        raise TypeError(f"worker_counts must be a non-empty list or tuple of num_workers values, got {_short(worker_counts)}")
+        raise TypeError(f"worker_counts must be a non-empty list or tuple of num_workers values, got {short(worker_counts)}")
     counts = [as_int("worker_counts", count, minimum=0) for count in worker_counts]
     if len(set(counts)) != len(counts):
-        raise ValueError(f"worker_counts must not repeat a value, got {_short(worker_counts)}")
+        raise ValueError(f"worker_counts must not repeat a value, got {short(worker_counts)}")
     return counts
 
 
@@ -163,26 +152,16 @@ def loader_sweep(worker_counts: Any = (0, 1, 2), rounds: int = 2, cpu_ms: float 
             for round_ in range(rounds) for num_workers in counts]
 
 
-def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 12, batch_size: int = 16,
-                     start_method: str | None = None) -> dict[str, Any]:
+def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 12, batch_size: int = 16) -> dict[str, Any]:
     """This rank's DataLoader worker processes (counted) and its samples/s on CPU-bound items (lesson 05)."""
-    import time
-
-    import psutil
-
-    from helpers.loading import benchmark_loader
-
     dataset = SlowDataset(num_items=4096, cpu_ms=cpu_ms, shape=(16,))
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, seed=0), num_workers=num_workers,
-                        multiprocessing_context=start_method if num_workers else None)
-    iterator = iter(loader)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, seed=0), num_workers=num_workers)
+    iterator = iter(loader)  # starts this rank's workers
     next(iterator)
-    workers = len(psutil.Process().children())
-    del iterator
+    workers = len(psutil.Process().children())  # this rank's child processes: its DataLoader workers
+    del iterator  # stops them
     dist.barrier()  # every rank starts timing together
-    start = time.perf_counter()
-    run = benchmark_loader(loader, num_batches=num_batches, warmup_batches=2)
-    return {"workers": workers, "samples_per_s": run.samples_per_s, "seconds": time.perf_counter() - start}
+    return {"workers": workers, "samples_per_s": benchmark_loader(loader, num_batches=num_batches, warmup_batches=2).samples_per_s}
 
 
 def epoch_shape(num_items: int, batch_size: int) -> dict[str, int]:
@@ -202,8 +181,6 @@ def fails_on_rank(bad_rank: int) -> str:
 
 def sleeps(seconds: float) -> str:
     """Sleep `seconds` on every rank (for the launcher's timeout demo and tests)."""
-    import time
-
     time.sleep(seconds)
     return "woke"
 
