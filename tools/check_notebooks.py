@@ -77,8 +77,8 @@ def structure_problems(path: Path) -> list[str]:
     if prerequisites and "hardware" not in _text(prerequisites[0]).lower():
         found.append(f"{rel}: the Prerequisites section must say what hardware the full effect needs")
     code = [c for c in cells if c["cell_type"] == "code"]
-    if not code or not _text(code[0]).startswith("# NBVAL_IGNORE_OUTPUT"):
-        found.append(f"{rel}: the first code cell must be the environment cell, starting with `# NBVAL_IGNORE_OUTPUT`")
+    if not code or not _text(code[0]).startswith("# Environment cell"):
+        found.append(f"{rel}: the first code cell must be the environment cell, starting with `# Environment cell`")
     tail = [h for h in headings if h.split()[0] in HEADINGS_AT_END][-len(HEADINGS_AT_END):]
     if tuple(h.split()[0] for h in tail) != HEADINGS_AT_END or headings[-len(HEADINGS_AT_END):] != tail:
         found.append(f"{rel}: must end with the headings {', '.join(HEADINGS_AT_END)} (in that order)")
