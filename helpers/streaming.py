@@ -1,0 +1,154 @@
+"""Streaming data over tar shard files, split across DDP ranks and DataLoader workers (lesson 06)."""
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.utils.data import IterableDataset, get_worker_info
+
+from helpers._validate import as_int, short
+
+
+def write_shards(
+    folder: str | os.PathLike, num_samples: int, samples_per_shard: int, num_features: int = 8, seed: int = 0
+) -> list[Path]:
+    """Write synthetic samples (key, input.npy, label.cls) as tar shards with webdataset.TarWriter (lesson 06)."""
+    import webdataset as wds
+
+    if not isinstance(folder, (str, os.PathLike)):
+        raise TypeError(f"folder must be a path, got {short(folder)} of type {type(folder).__name__}")
+    num_samples = as_int("num_samples", num_samples, minimum=1)
+    samples_per_shard = as_int("samples_per_shard", samples_per_shard, minimum=1)
+    num_features = as_int("num_features", num_features, minimum=1)
+    rng = np.random.default_rng(as_int("seed", seed, minimum=0))
+    inputs = rng.standard_normal((num_samples, num_features), dtype=np.float32)
+    labels = (inputs.sum(axis=1) > 0).astype(np.int64)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    num_shards = -(-num_samples // samples_per_shard)
+    paths = [Path(folder) / f"shard-{number:05d}-of-{num_shards:05d}.tar" for number in range(num_shards)]
+    for number, path in enumerate(paths):
+        with wds.TarWriter(str(path)) as sink:
+            for index in range(number * samples_per_shard, min(num_samples, (number + 1) * samples_per_shard)):
+                sink.write({"__key__": f"{index:08d}", "input.npy": inputs[index], "label.cls": int(labels[index])})
+    return paths
+
+
+def shard_assignment(num_shards: int, world_size: int, num_workers: int) -> dict[tuple[int, int], list[int]]:
+    """Which shards each (rank, worker) reads, split as webdataset's split_by_node then split_by_worker do (lesson 06)."""
+    num_shards = as_int("num_shards", num_shards, minimum=1)
+    world_size = as_int("world_size", world_size, minimum=1)
+    readers = max(1, as_int("num_workers", num_workers, minimum=0))  # num_workers=0: the main process reads
+    return {
+        (rank, worker): list(range(num_shards))[rank::world_size][worker::readers]
+        for rank in range(world_size)
+        for worker in range(readers)
+    }
+
+
+def read_shard(path: str | os.PathLike, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the samples of one tar shard in order, at most `limit` of them; the caller's process opens the file (lesson 06)."""
+    if limit is not None and as_int("limit", limit, minimum=0) == 0:
+        return
+    sample: dict[str, Any] = {}
+    taken = 0
+    with tarfile.open(path) as tar:
+        for member in tar:
+            key, _, field = Path(member.name).name.partition(".")
+            if sample and key != sample["key"]:
+                yield sample
+                taken += 1
+                if limit is not None and taken == limit:
+                    return
+                sample = {}
+            data = tar.extractfile(member).read()
+            sample["key"] = key
+            if field == "input.npy":
+                sample["input"] = torch.from_numpy(np.load(io.BytesIO(data)))
+            elif field == "label.cls":
+                sample["label"] = int(data)
+        if sample:
+            yield sample
+
+
+def count_samples(path: str | os.PathLike) -> int:
+    """The number of samples in one tar shard, from its member names alone (lesson 06)."""
+    with tarfile.open(path) as tar:
+        return len({Path(name).name.partition(".")[0] for name in tar.getnames()})
+
+
+def _shard_paths(shards: Any) -> list[Path]:
+    """`shards` as a non-empty list of paths to existing files."""
+    if isinstance(shards, (str, os.PathLike)) or not isinstance(shards, Sequence):
+        raise TypeError(f"shards must be a list of shard file paths, got {short(shards)} of type {type(shards).__name__}")
+    if len(shards) == 0:
+        raise ValueError(f"shards must name at least one shard file, got {short(shards)}")
+    for shard in shards:
+        if not isinstance(shard, (str, os.PathLike)):
+            raise TypeError(f"shards must hold paths, got {short(shard)} of type {type(shard).__name__}")
+        if not Path(shard).is_file():
+            raise ValueError(f"shards names a file that does not exist: {short(str(shard))}")
+    return [Path(shard) for shard in shards]
+
+
+class UnshardedStream(IterableDataset):
+    """Every worker of every rank reads every shard: the duplication that lesson 06 starts from."""
+
+    def __init__(self, shards: Sequence[str | os.PathLike]) -> None:
+        self.shards = _shard_paths(shards)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for shard in self.shards:
+            yield from read_shard(shard)
+
+
+class ShardedStream(IterableDataset):
+    """Tar shards split over ranks, then over each rank's workers: each sample once per epoch, or equal samples per rank (lesson 06)."""
+
+    def __init__(
+        self,
+        shards: Sequence[str | os.PathLike],
+        rank: int | None = None,
+        world_size: int | None = None,
+        equal_steps: bool = False,
+    ) -> None:
+        self.shards = _shard_paths(shards)
+        distributed = dist.is_available() and dist.is_initialized()
+        self.world_size = as_int("world_size", (dist.get_world_size() if distributed else 1) if world_size is None else world_size, minimum=1)
+        self.rank = as_int("rank", (dist.get_rank() if distributed else 0) if rank is None else rank, minimum=0)
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank must be below world_size={self.world_size}, got {self.rank}")
+        if not isinstance(equal_steps, bool):
+            raise TypeError(f"equal_steps must be True or False, got {short(equal_steps)}")
+        if equal_steps and len(self.shards) < self.world_size:
+            raise ValueError(
+                f"equal_steps=True needs at least one shard per rank, but shards has {len(self.shards)} for world_size={self.world_size}"
+            )
+        self.equal_steps = equal_steps
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        worker, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
+        plan = shard_assignment(len(self.shards), self.world_size, num_workers)
+        mine = plan[(self.rank, worker)]
+        if not self.equal_steps:
+            for index in mine:
+                yield from read_shard(self.shards[index])
+            return
+        # Equal steps: every rank keeps the first `quota` samples of its shards (in the rank's order), where
+        # `quota` is the smallest rank's total; each worker opens only its own shards with their share of it.
+        sizes = [count_samples(shard) for shard in self.shards]
+        rank_shards = [sorted(index for (r, _), indices in plan.items() if r == rank for index in indices) for rank in range(self.world_size)]
+        quota = min(sum(sizes[index] for index in shards) for shards in rank_shards)
+        before = 0
+        for index in rank_shards[self.rank]:
+            take = min(sizes[index], max(0, quota - before))
+            before += sizes[index]
+            if index in mine and take > 0:
+                yield from read_shard(self.shards[index], limit=take)

@@ -1,0 +1,119 @@
+"""helpers.streaming: tar shards split over ranks x workers read each sample once; the unsharded control duplicates."""
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import webdataset as wds
+from torch.utils.data import DataLoader
+
+import helpers.streaming as streaming
+from helpers.streaming import ShardedStream, UnshardedStream, count_samples, read_shard, shard_assignment, write_shards
+
+WORLD_SIZE, NUM_WORKERS = 2, 2
+
+
+def keys_read(dataset_for_rank, world_size: int = WORLD_SIZE) -> dict[int, Counter]:
+    """For each simulated rank, how often a DataLoader with real workers delivered each sample key."""
+    return {
+        rank: Counter(sample["key"] for sample in DataLoader(dataset_for_rank(rank), batch_size=None, num_workers=NUM_WORKERS))
+        for rank in range(world_size)
+    }
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> list[Path]:
+    """45 samples in 5 shards (the last one half full), written under tmp_path only."""
+    return write_shards(tmp_path, num_samples=45, samples_per_shard=10)
+
+
+def test_written_shards_stay_in_tmp_path_and_hold_every_sample(shards, tmp_path):
+    assert sorted(tmp_path.iterdir()) == shards and len(shards) == 5
+    assert [count_samples(shard) for shard in shards] == [10, 10, 10, 10, 5]
+    first = next(read_shard(shards[0]))
+    assert first["key"] == "00000000" and first["input"].shape == (8,) and first["label"] in (0, 1)
+    assert len(list(read_shard(shards[1], limit=3))) == 3
+
+
+def test_each_sample_once_per_epoch_across_ranks_and_workers(shards):
+    counts = keys_read(lambda rank: ShardedStream(shards, rank=rank, world_size=WORLD_SIZE))
+    total = counts[0] + counts[1]
+    assert sorted(total) == [f"{index:08d}" for index in range(45)]
+    assert set(total.values()) == {1}, "a sample was read more than once"
+    assert not set(counts[0]) & set(counts[1]), "two ranks read the same sample"
+
+
+def test_unsharded_stream_duplicates_per_rank_and_worker(shards):
+    counts = keys_read(lambda rank: UnshardedStream(shards))
+    total = counts[0] + counts[1]
+    assert len(total) == 45 and set(total.values()) == {WORLD_SIZE * NUM_WORKERS}
+
+
+def test_fewer_shards_than_readers_leaves_a_worker_empty_but_loses_nothing(shards):
+    assert shard_assignment(5, 2, 2) == {(0, 0): [0, 4], (0, 1): [2], (1, 0): [1], (1, 1): [3]}  # ranks uneven: 3 vs 2 shards
+    assert shard_assignment(5, 2, 3)[(1, 2)] == []
+    assert shard_assignment(3, 2, 2)[(1, 1)] == []
+    counts = keys_read(lambda rank: ShardedStream(shards[:3], rank=rank, world_size=WORLD_SIZE))
+    total = counts[0] + counts[1]
+    assert len(total) == 30 and set(total.values()) == {1}
+
+
+def test_assignment_covers_every_shard_once():
+    plan = shard_assignment(7, 3, 0)
+    assert set(plan) == {(0, 0), (1, 0), (2, 0)}
+    assert sorted(index for indices in plan.values() for index in indices) == list(range(7))
+
+
+def test_equal_steps_gives_every_rank_the_same_number_of_samples(shards):
+    plain = keys_read(lambda rank: ShardedStream(shards, rank=rank, world_size=WORLD_SIZE))
+    assert (sum(plain[0].values()), sum(plain[1].values())) == (25, 20), "the control: ranks are uneven without equal_steps"
+    counts = keys_read(lambda rank: ShardedStream(shards, rank=rank, world_size=WORLD_SIZE, equal_steps=True))
+    assert sum(counts[0].values()) == sum(counts[1].values()) == 20
+    assert set((counts[0] + counts[1]).values()) == {1}
+
+
+def test_webdataset_reads_the_shards_the_same_way(shards, monkeypatch):
+    for rank in range(WORLD_SIZE):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", str(WORLD_SIZE))
+        dataset = wds.WebDataset(
+            [str(shard) for shard in shards], shardshuffle=False, nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker
+        )
+        urls = Counter(sample["__url__"] for sample in DataLoader(dataset, batch_size=None, num_workers=NUM_WORKERS))
+        plan = shard_assignment(len(shards), WORLD_SIZE, NUM_WORKERS)
+        expected = {str(shards[index]) for worker in range(NUM_WORKERS) for index in plan[(rank, worker)]}
+        assert set(urls) == expected
+
+
+def test_nothing_is_opened_in_init(shards, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a shard was opened in __init__")
+
+    monkeypatch.setattr(streaming.tarfile, "open", refuse)
+    ShardedStream(shards, rank=0, world_size=2, equal_steps=True)
+    UnshardedStream(shards)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "words"),
+    [
+        (lambda s: ShardedStream([]), ValueError, r"shards must name at least one shard file, got \[\]"),
+        (lambda s: ShardedStream(str(s[0])), TypeError, "shards must be a list"),
+        (lambda s: ShardedStream([3]), TypeError, "shards must hold paths, got 3"),
+        (lambda s: ShardedStream([s[0].with_name("missing.tar")]), ValueError, "shards names a file that does not exist: .*missing.tar"),
+        (lambda s: ShardedStream(s, rank=2, world_size=2), ValueError, "rank must be below world_size=2, got 2"),
+        (lambda s: ShardedStream(s, rank=0, world_size=0), ValueError, "world_size must be at least 1, got 0"),
+        (lambda s: ShardedStream(s, rank=-1, world_size=2), ValueError, "rank must be at least 0, got -1"),
+        (lambda s: ShardedStream(s, rank=0, world_size=6, equal_steps=True), ValueError, "equal_steps=True needs at least one shard per rank, but shards has 5 for world_size=6"),
+        (lambda s: ShardedStream(s, equal_steps="yes"), TypeError, "equal_steps must be True or False, got 'yes'"),
+        (lambda s: shard_assignment(0, 2, 2), ValueError, "num_shards must be at least 1, got 0"),
+        (lambda s: shard_assignment(5, 1.5, 2), TypeError, "world_size must be an int, got 1.5"),
+        (lambda s: shard_assignment(5, 2, -1), ValueError, "num_workers must be at least 0, got -1"),
+        (lambda s: write_shards(s[0].parent, 0, 10), ValueError, "num_samples must be at least 1, got 0"),
+        (lambda s: write_shards(s[0].parent, 10, 0), ValueError, "samples_per_shard must be at least 1, got 0"),
+        (lambda s: write_shards(3, 10, 5), TypeError, "folder must be a path, got 3"),
+        (lambda s: list(read_shard(s[0], limit=-1)), ValueError, "limit must be at least 0, got -1"),
+    ],
+)
+def test_bad_arguments_name_the_argument_and_value(shards, make, error, words):
+    with pytest.raises(error, match=words):
+        make(shards)
