@@ -1,7 +1,10 @@
 """helpers.samplers.DistributedWeightedSampler: weights followed, shards disjoint, deterministic, past 2^24."""
+import collections
+import itertools
 import math
 import statistics
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -47,11 +50,11 @@ def test_lengths_and_disjoint_positions(num_samples, replicas, drop_last, replac
     per_rank = [list(s) for s in samplers]
     expected_len = num_samples // replicas if drop_last else math.ceil(num_samples / replicas)
     assert all(len(s) == expected_len == len(p) for s, p in zip(samplers, per_rank))
-    # Ranks take interleaved positions of one global draw: together they are that draw, in order.
-    interleaved = [per_rank[i % replicas][i // replicas] for i in range(expected_len * replicas)]
-    assert interleaved == samplers[0].global_indices().tolist()
+    # Rank r holds block r of one global draw: together, in rank order, they are that draw.
+    concatenated = sum(per_rank, [])
+    assert concatenated == samplers[0].global_indices().tolist()
     if not replacement:
-        assert len(set(interleaved)) == len(interleaved), "replacement=False drew an index twice"
+        assert len(set(concatenated)) == len(concatenated), "replacement=False drew an index twice"
 
 
 def test_without_replacement_each_index_once_across_ranks():
@@ -154,3 +157,115 @@ def test_bad_input_names_the_argument(kwargs, error, says):
 def test_bad_epoch():
     with pytest.raises(TypeError, match="epoch must be an int"):
         DistributedWeightedSampler([1.0]).set_epoch(1.5)
+
+
+def test_the_global_draw_does_not_depend_on_the_world_size():
+    weights = torch.rand(300, generator=torch.Generator().manual_seed(4)) + 0.01
+    alone = DistributedWeightedSampler(weights, num_samples=1200, seed=5).global_indices().tolist()
+    for replicas in (2, 3, 8):
+        assert sum(draws(weights, num_replicas=replicas, num_samples=1200, seed=5), [])[:1200] == alone
+
+
+def test_fixed_seed_draws_follow_the_weights_and_each_rank_is_mixed():
+    weights = torch.rand(1000, generator=torch.Generator().manual_seed(0)).double() ** 3 + 1e-3  # weights spread over 3 decades
+    per_rank = draws(weights, num_replicas=4, num_samples=400_000, seed=11)
+    observed = np.bincount(np.concatenate(per_rank), minlength=len(weights))
+    expected = 400_000 * weights.numpy() / weights.sum().item()
+    chi_square = float(((observed - expected) ** 2 / expected).sum())
+    assert chi_square < chi_square_limit(len(weights) - 1), chi_square
+    for part in per_rank:  # draws come in the stream's order, not sorted by index: no trend along the epoch
+        assert abs(np.corrcoef(np.arange(len(part)), part)[0, 1]) < 0.01
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("k", [0, 1, 3, 4, 5, 2**18 - 1, 2**18, 2**18 + 7, 300_000])
+def test_resume_at_draw_k_gives_the_rest_of_the_epoch(k, replacement):
+    weights = torch.rand(400_000, generator=torch.Generator().manual_seed(2)).double() + 0.01
+    kwargs = {"num_replicas": 3, "rank": 1, "num_samples": 900_000 if replacement else 390_000, "replacement": replacement, "seed": 9}
+    uninterrupted = DistributedWeightedSampler(weights, **kwargs)
+    uninterrupted.set_epoch(2)
+    full = list(uninterrupted)
+    k = min(k, len(full))
+    first = DistributedWeightedSampler(weights, **kwargs)
+    first.set_epoch(2)
+    consumed = list(itertools.islice(iter(first), k))
+    state = first.state_dict()
+    assert state["yielded"] == k and state["epoch"] == 2 and consumed == full[:k]
+    resumed = DistributedWeightedSampler(weights, **kwargs)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(2)  # what a training loop does at the top of the epoch: keeps the pending resume
+    assert list(resumed) == full[k:]
+    assert resumed.state_dict()["yielded"] == len(full)
+    resumed.set_epoch(3)
+    assert len(list(resumed)) == len(full), "the next epoch starts from its beginning"
+
+
+def test_one_state_resumes_every_rank_and_another_epoch_drops_it():
+    weights = torch.rand(500, generator=torch.Generator().manual_seed(3)) + 0.01
+    saved = DistributedWeightedSampler(weights, 4, 0, seed=1)
+    saved.set_epoch(6)
+    next(iter(saved))  # rank 0 took one draw; ranks in lock-step took one each
+    for rank in range(4):
+        full = DistributedWeightedSampler(weights, 4, rank, seed=1)
+        full.set_epoch(6)
+        resumed = DistributedWeightedSampler(weights, 4, rank, seed=1)
+        resumed.load_state_dict(saved.state_dict())
+        assert list(resumed) == list(full)[1:]
+    dropped = DistributedWeightedSampler(weights, 4, 2, seed=1)
+    dropped.load_state_dict(saved.state_dict())
+    dropped.set_epoch(7)
+    assert len(list(dropped)) == len(dropped)
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"num_replicas": 8}, "state num_replicas is 8, but this sampler has num_replicas=4"),
+        ({"seed": 2}, "state seed is 2, but this sampler has seed=1"),
+        ({"num_samples": 99}, "state num_samples is 99, but this sampler has num_samples=500"),
+        ({"replacement": False}, "state replacement is False, but this sampler has replacement=True"),
+        ({"yielded": 126}, r"state\['yielded'\] must be at most len\(self\)=125, got 126"),
+        ({"yielded": -1}, r"state\['yielded'\] must be at least 0, got -1"),
+        ({"epoch": 1.5}, "epoch must be an int"),
+    ],
+)
+def test_load_state_dict_rejects_a_foreign_state(change, says):
+    weights = torch.ones(500)
+    state = {**DistributedWeightedSampler(weights, 4, 0, seed=1).state_dict(), **change}
+    with pytest.raises((ValueError, TypeError), match=says):
+        DistributedWeightedSampler(weights, 4, 0, seed=1).load_state_dict(state)
+
+
+def test_load_state_dict_rejects_a_non_state():
+    sampler = DistributedWeightedSampler([1.0, 2.0])
+    with pytest.raises(TypeError, match="state must be a dict from state_dict"):
+        sampler.load_state_dict([("epoch", 0)])
+    with pytest.raises(ValueError, match="state lacks 'yielded'"):
+        sampler.load_state_dict({k: v for k, v in sampler.state_dict().items() if k != "yielded"})
+
+
+def test_iterating_holds_a_chunk_not_the_epoch():
+    sampler = DistributedWeightedSampler(torch.rand(1000, generator=torch.Generator().manual_seed(0)) + 1, num_samples=2**20)
+    tracemalloc.start()
+    for _ in sampler:
+        pass
+    peak_mib = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    assert peak_mib < 24, f"peak {peak_mib:.0f} MiB while iterating; the epoch's 2^20 indices as a list take 40 MiB"
+
+
+def test_one_rank_of_eight_past_two_to_the_24_is_fast_and_resumes_at_once():
+    """The `make bench` target (<= 2 s per epoch) with room for a loaded machine; ~3 s here."""
+    weights = torch.rand(2**24 + 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sampler = DistributedWeightedSampler(weights, num_replicas=8, rank=7)
+    start = time.perf_counter()
+    last = collections.deque(sampler, maxlen=5)
+    epoch_s = time.perf_counter() - start
+    resumed = DistributedWeightedSampler(weights, num_replicas=8, rank=7)
+    resumed.load_state_dict({**sampler.state_dict(), "yielded": len(sampler) - 5})
+    start = time.perf_counter()
+    rest = iter(resumed)
+    first = next(rest)
+    first_s = time.perf_counter() - start
+    assert epoch_s < 8 and first_s < 1, (epoch_s, first_s)
+    assert [first, *rest] == list(last)

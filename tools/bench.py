@@ -1,4 +1,4 @@
-"""`make bench`: lesson 03's headline loader effects measured side by side; exits 1 when one misses its target.
+"""`make bench`: lesson 03's headline loader effects (and the weighted sampler at scale) side by side; exits 1 when one misses its target.
 
 Compared things are measured interleaved (A/B/A/B) and compared by the median of paired ratios, so a
 burst of load from other programs hits both sides alike. `--record` instead measures lesson 03's two
@@ -15,6 +15,7 @@ import platform
 import re
 import statistics
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
+import psutil
 from torch.utils.data import DataLoader, Dataset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from helpers.env import usable_cpus  # noqa: E402
 from helpers.loading import benchmark_loader, cpu_model, lesson_sweep, record_reference, sweep_loader  # noqa: E402
 from helpers.memory import worker_memory  # noqa: E402
+from helpers.samplers import DistributedWeightedSampler  # noqa: E402
 from helpers.workloads import (  # noqa: E402
     ArrayBackedDataset,
     BatchedInMemoryDataset,
@@ -148,6 +151,47 @@ def copy_on_read(num_items: int = 4_000_000) -> Result:
     )
 
 
+def sampler_at_scale(num_weights: int = 2**24 + 1, replicas: int = 8) -> list[Result]:
+    """DistributedWeightedSampler, one rank of 8 at 2^24+1 weights: epoch seconds, RSS growth while iterating, resume to the first index."""
+    weights = torch.rand(num_weights, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sampler = DistributedWeightedSampler(weights, num_replicas=replicas, rank=replicas - 1)
+    process = psutil.Process()
+    before_mib, peak_mib, iterating = process.memory_info().rss / 2**20, 0.0, True
+
+    def watch_rss() -> None:
+        nonlocal peak_mib
+        while iterating:
+            peak_mib = max(peak_mib, process.memory_info().rss / 2**20)
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch_rss)
+    watcher.start()
+    epochs = []
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        start = time.perf_counter()
+        for _ in sampler:
+            pass
+        epochs.append(time.perf_counter() - start)
+    iterating = False
+    watcher.join()
+    growth_mib = max(peak_mib - before_mib, 0.0)
+    resumed = DistributedWeightedSampler(weights, num_replicas=replicas, rank=replicas - 1)
+    start = time.perf_counter()
+    resumed.load_state_dict({**sampler.state_dict(), "yielded": len(sampler) // 2})
+    next(iter(resumed))
+    first_s = time.perf_counter() - start
+    rank = f"1 rank of {replicas}, {num_weights:,} weights"
+    return [
+        Result(f"sampler epoch: {rank}", "budget 2.00 s", f"{statistics.median(epochs):.2f} s",
+               2.0 / statistics.median(epochs), 1.0, f"{len(sampler):,} draws; median of 3 epochs; ratio = budget / measured"),
+        Result("sampler RSS growth while iterating", "budget 200 MiB", f"+{growth_mib:.0f} MiB",
+               200 / max(growth_mib, 1.0), 1.0, "peak RSS sampled every 5 ms over 3 epochs"),
+        Result("sampler resume at a mid-epoch draw", "budget 1.00 s", f"{first_s:.3f} s",
+               1.0 / first_s, 1.0, "load_state_dict to the first index, no replay"),
+    ]
+
+
 def hardware() -> str:
     """One line naming the machine the numbers come from."""
     return f"{cpu_model()}; {usable_cpus()} usable cores; torch {torch.__version__}; Python {platform.python_version()}; start method {multiprocessing.get_start_method()}"
@@ -159,7 +203,8 @@ def bench() -> int:
     print(hardware(), flush=True)
     print("load average before: {:.2f} {:.2f} {:.2f} (other programs running slow the timings down)".format(*os.getloadavg()), flush=True)
     began = time.perf_counter()
-    steps = (partial(cpu_bound, usable_cpus()), io_bound, persistent_workers, batched_fetch, copy_on_read)  # memory last: a big list slows fork
+    steps = (partial(cpu_bound, usable_cpus()), io_bound, persistent_workers, batched_fetch, copy_on_read,  # memory last: a big list slows fork
+             sampler_at_scale)  # after the loaders: its 2^24 weights would be copied into forked workers otherwise
     results: list[Result] = []
     for step in steps:
         got = step()
