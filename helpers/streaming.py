@@ -93,7 +93,7 @@ def _shard_paths(shards: Any) -> list[Path]:
         if not isinstance(shard, (str, os.PathLike)):
             raise TypeError(f"shards must hold paths, got {short(shard)} of type {type(shard).__name__}")
         if not Path(shard).is_file():
-            raise ValueError(f"shards names a file that does not exist: {short(str(shard))}")
+            raise ValueError(f"shards names a file that does not exist: {str(shard)!r}")
     return [Path(shard) for shard in shards]
 
 
