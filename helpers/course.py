@@ -78,5 +78,12 @@ LESSONS: tuple[Lesson, ...] = (
         needs="2+ gpus",
         minutes=50,
     ),
+    Lesson(
+        stem="06_streaming_data",
+        title="Streaming data across workers and ranks",
+        learn="an `IterableDataset` duplicated across workers and ranks and its fix, tar shards vs small files, uneven shards and the end-of-epoch hang, file handles in workers, resuming mid-epoch with `StatefulDataLoader`, `in_order=False`",
+        needs="2+ cores",
+        minutes=50,
+    ),
 )
 

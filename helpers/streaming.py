@@ -4,14 +4,16 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from helpers._validate import as_int, short
 
@@ -152,3 +154,79 @@ class ShardedStream(IterableDataset):
             before += sizes[index]
             if index in mine and take > 0:
                 yield from read_shard(self.shards[index], limit=take)
+
+
+def write_small_files(folder: str | os.PathLike, num_samples: int, num_features: int = 8, seed: int = 0) -> list[Path]:
+    """Write the same synthetic inputs as write_shards, one .npy file per sample: the many-small-files layout (lesson 06)."""
+    if not isinstance(folder, (str, os.PathLike)):
+        raise TypeError(f"folder must be a path, got {short(folder)} of type {type(folder).__name__}")
+    num_samples = as_int("num_samples", num_samples, minimum=1)
+    rng = np.random.default_rng(as_int("seed", seed, minimum=0))
+    inputs = rng.standard_normal((num_samples, as_int("num_features", num_features, minimum=1)), dtype=np.float32)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    paths = [Path(folder) / f"{index:08d}.npy" for index in range(num_samples)]
+    for path, row in zip(paths, inputs):
+        np.save(path, row)
+    return paths
+
+
+def read_samples(paths: Sequence[str | os.PathLike], open_delay_s: float = 0.0) -> int:
+    """Read every sample of .tar shards or .npy files, sleeping `open_delay_s` per file opened (a simulated network filesystem); the count (lesson 06)."""
+    paths = _shard_paths(paths)
+    if isinstance(open_delay_s, bool) or not isinstance(open_delay_s, (int, float)) or open_delay_s < 0:
+        raise ValueError(f"open_delay_s must be a number of seconds >= 0, got {short(open_delay_s)}")
+    count = 0
+    for path in paths:
+        time.sleep(open_delay_s)  # SIMULATED per-open latency, not this disk's
+        if path.suffix == ".tar":
+            count += sum(1 for _ in read_shard(path))
+        else:
+            np.load(path)
+            count += 1
+    return count
+
+
+class H5Samples(Dataset):
+    """Rows of an HDF5 dataset 'inputs', the file opened in __init__ (shared with forked workers, unpicklable) or lazily once per process (lesson 06)."""
+
+    def __init__(self, path: str | os.PathLike, open_in_init: bool) -> None:
+        if not isinstance(open_in_init, bool):
+            raise TypeError(f"open_in_init must be True or False, got {short(open_in_init)}")
+        if not isinstance(path, (str, os.PathLike)) or not Path(path).is_file():
+            raise ValueError(f"path must name an existing HDF5 file, got {short(path)}")
+        self.path = str(path)
+        self.file: Any = None
+        self.opened_by: list[int] = []  # pids that opened the file through this object, as each process sees it
+        with h5py.File(self.path, "r") as file:
+            self.length = len(file["inputs"])
+        if open_in_init:
+            self._open()
+
+    def _open(self) -> None:
+        self.file = h5py.File(self.path, "r")
+        self.opened_by.append(os.getpid())
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if self.file is None:  # first access in this process: open once, keep it for the worker's lifetime
+            self._open()
+        return {"index": index, "input": torch.from_numpy(self.file["inputs"][index]), "pid": os.getpid(), "opens": len(self.opened_by)}
+
+
+class LabelCostDataset(Dataset):
+    """Item i is its label, and costs `ms_per_label[label]` ms to load (slow classes: bigger images, say) (lesson 06)."""
+
+    def __init__(self, labels: Sequence[int], ms_per_label: Sequence[float]) -> None:
+        self.labels = [as_int("labels", label, minimum=0) for label in labels]
+        self.ms_per_label = [float(ms) for ms in ms_per_label]
+        if any(ms < 0 for ms in self.ms_per_label) or max(self.labels, default=0) >= len(self.ms_per_label):
+            raise ValueError(f"ms_per_label must give a cost >= 0 for every label, got {short(ms_per_label)}")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> int:
+        time.sleep(self.ms_per_label[self.labels[index]] / 1000)
+        return self.labels[index]

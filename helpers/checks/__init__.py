@@ -9,6 +9,7 @@ from helpers.checks.lesson02 import check_balanced_sampler, check_focal_loss, ch
 from helpers.checks.lesson03 import check_getitems, check_knee, check_seed_worker, check_steady_samples_per_s
 from helpers.checks.lesson04 import check_gb_per_s, check_move_to, check_prefetched, check_safe_read
 from helpers.checks.lesson05 import check_deduplicated_accuracy, check_epoch_orders, check_rank_loader
+from helpers.checks.lesson06 import check_lazy_h5, check_my_shards, check_remaining_indices, check_shard_count
 
 __all__ = [
     "REGISTRY", "CheckResult",
@@ -18,4 +19,5 @@ __all__ = [
     "check_steady_samples_per_s", "check_knee", "check_getitems", "check_seed_worker",
     "check_gb_per_s", "check_move_to", "check_prefetched", "check_safe_read",
     "check_epoch_orders", "check_rank_loader", "check_deduplicated_accuracy",
+    "check_my_shards", "check_lazy_h5", "check_remaining_indices", "check_shard_count",
 ]
