@@ -1,8 +1,12 @@
-"""The rank functions lesson 05 runs with helpers.ddp.run and prints where it runs them; each returns what its rank saw, as plain data."""
+"""The rank functions lesson 05 runs with helpers.ddp.run and prints where it runs them; each returns what its rank saw, as plain data.
+
+`shard_plan` is the exception: it builds every rank's DistributedSampler in one process (num_replicas and rank given), for the lesson's widget.
+"""
 from __future__ import annotations
 
 import gc
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -152,8 +156,8 @@ def loader_sweep(worker_counts: Any = (0, 1, 2), rounds: int = 2, cpu_ms: float 
             for round_ in range(rounds) for num_workers in counts]
 
 
-def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 12, batch_size: int = 16) -> dict[str, Any]:
-    """This rank's DataLoader worker processes (counted) and its samples/s on CPU-bound items (lesson 05)."""
+def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 24, batch_size: int = 16) -> dict[str, Any]:
+    """This rank's DataLoader worker processes (counted) and its samples/s on CPU-bound items, start-up included (lesson 05)."""
     dataset = SlowDataset(num_items=4096, cpu_ms=cpu_ms, shape=(16,))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, seed=0), num_workers=num_workers)
     iterator = iter(loader)  # starts this rank's workers
@@ -161,7 +165,8 @@ def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 1
     workers = len(psutil.Process().children())  # this rank's child processes: its DataLoader workers
     del iterator  # stops them
     dist.barrier()  # every rank starts timing together
-    return {"workers": workers, "samples_per_s": benchmark_loader(loader, num_batches=num_batches, warmup_batches=2).samples_per_s}
+    # Timed from iter() to the last batch: batches the workers prefetch while a warm-up is left out would count for free
+    return {"workers": workers, "samples_per_s": benchmark_loader(loader, num_batches=num_batches, warmup_batches=0).samples_per_s}
 
 
 def epoch_shape(num_items: int, batch_size: int) -> dict[str, int]:
@@ -188,3 +193,110 @@ def sleeps(seconds: float) -> str:
 def whoami() -> dict[str, Any]:
     """This rank's number, world size, backend and device."""
     return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": dist.get_backend(), "device": str(rank_device())}
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """Every rank's DistributedSampler indices for one epoch, its padding duplicates and steps per epoch (lesson 05's widget)."""
+
+    num_items: int
+    world_size: int
+    batch_size: int
+    drop_last: bool
+    shuffle: bool
+    shards: tuple[tuple[int, ...], ...]  # rank r's indices, in the order its sampler yields them
+    steps_per_epoch: tuple[int, ...]  # len(DataLoader(..., sampler=rank r's sampler)) for each rank
+
+    def duplicate_slots(self) -> list[tuple[int, int]]:
+        """(rank, position) of each slot that repeats an index an earlier slot holds, walking the sampler's order (slot j of rank r is r + j * world_size)."""
+        seen: set[int] = set()
+        repeats = []
+        for position in range(max((len(shard) for shard in self.shards), default=0)):
+            for rank, shard in enumerate(self.shards):
+                if position < len(shard):
+                    if shard[position] in seen:
+                        repeats.append((rank, position))
+                    seen.add(shard[position])
+        return repeats
+
+    @property
+    def padding(self) -> int:
+        """How many slots repeat an index (drop_last=False pads the epoch up to a multiple of world_size)."""
+        return len(self.duplicate_slots())
+
+    @property
+    def unseen(self) -> list[int]:
+        """Indices no rank gets this epoch (drop_last=True trims the epoch down to a multiple of world_size)."""
+        given = {index for shard in self.shards for index in shard}
+        return [index for index in range(self.num_items) if index not in given]
+
+    def summary(self) -> str:
+        """One line: samples per rank, padding or unseen samples, steps per epoch."""
+        return f"{self._shares()}; {self._steps()}"
+
+    def _shares(self) -> str:
+        """Samples per rank and the padding (or, with drop_last, the unseen samples)."""
+        extra = (f"{len(self.unseen)} never seen" + (f" {self.unseen}" if self.unseen else "") if self.drop_last
+                 else f"{self.padding} padding duplicate{'' if self.padding == 1 else 's'}")
+        ranks = f"{self.world_size} rank{'' if self.world_size == 1 else 's'}"
+        return f"{self.num_items} samples on {ranks}: {len(self.shards[0])} per rank, {extra}"
+
+    def _steps(self) -> str:
+        """Steps per epoch and the batch size they assume."""
+        steps = self.steps_per_epoch[0]
+        return f"{steps} step{'' if steps == 1 else 's'} per epoch at batch_size={self.batch_size}"
+
+    def plot(self, ax: Any = None) -> Any:
+        """A grid: a row per rank (and one for unseen indices), a cell per slot holding its index; batches shaded, duplicates red, on `ax` (made if None)."""
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import ListedColormap
+        from matplotlib.patches import Patch
+
+        colours = ["white", "#c6dbef", "#6baed6", "tab:red", "lightgrey"]  # empty, odd step, even step, duplicate, unseen
+        rows = [list(shard) for shard in self.shards] + ([self.unseen] if self.unseen else [])
+        width = max(max((len(row) for row in rows), default=0), 1)
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6.4, 0.3 * len(rows) + 1.8))
+        grid = np.zeros((len(rows), width))
+        for rank, shard in enumerate(self.shards):
+            for position in range(len(shard)):
+                grid[rank, position] = 1 + (position // self.batch_size) % 2
+        for rank, position in self.duplicate_slots():
+            grid[rank, position] = 3
+        if self.unseen:
+            grid[-1, :len(self.unseen)] = 4
+        ax.imshow(grid, cmap=ListedColormap(colours), vmin=-0.5, vmax=4.5, aspect="auto")
+        if width <= 32:  # beyond that the numbers would overlap; the colours still tell the story
+            for row, indices in enumerate(rows):
+                for position, index in enumerate(indices):
+                    ax.text(position, row, str(index), ha="center", va="center", fontsize=6 if width > 16 else 7 if width > 12 else 9)
+        names = [f"rank {rank}" for rank in range(self.world_size)] + (["never seen"] if self.unseen else [])
+        ax.set_yticks(range(len(rows)), names)
+        ax.set_xticks(range(0, width, 1 if width <= 16 else 4))
+        ax.set_xlabel("position in the rank's shard (the order its sampler yields)")
+        ax.set_ylabel("rank")
+        ax.grid(False)
+        handles = [Patch(color=colours[1], label="batches of steps\n1, 3, 5, ..."), Patch(color=colours[2], label="batches of steps\n2, 4, 6, ..."),
+                   Patch(color=colours[3], label="padding duplicate")] + ([Patch(color=colours[4], label="never seen")] if self.unseen else [])
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)  # outside: the cells fill the axes
+        ax.set_title(f"{self._shares()}\n{self._steps()}", fontsize=9)
+        return ax
+
+
+def shard_plan(num_items: int, world_size: int, drop_last: bool = False, shuffle: bool = True, batch_size: int = 1,
+               seed: int = 0, epoch: int = 0) -> ShardPlan:
+    """What DistributedSampler gives each of `world_size` ranks over `num_items` samples, computed in this process with the real sampler (lesson 05)."""
+    num_items = as_int("num_items", num_items, minimum=1)
+    world_size = as_int("world_size", world_size, minimum=1)
+    batch_size = as_int("batch_size", batch_size, minimum=1)
+    seed, epoch = as_int("seed", seed, minimum=0), as_int("epoch", epoch, minimum=0)
+    for name, flag in (("drop_last", drop_last), ("shuffle", shuffle)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {short(flag)}")
+    shards, steps = [], []
+    for rank in range(world_size):
+        sampler = DistributedSampler(range(num_items), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        sampler.set_epoch(epoch)
+        shards.append(tuple(sampler))
+        steps.append(len(DataLoader(range(num_items), batch_size=batch_size, sampler=sampler)))
+    return ShardPlan(num_items, world_size, batch_size, drop_last, shuffle, tuple(shards), tuple(steps))
