@@ -25,13 +25,30 @@ def course_map() -> str:
     return "\n".join([START, *rows, END])
 
 
+def replace_region(text: str, start: str, end: str, body: str, where: str) -> str:
+    """`text` with what lies between its one `start` and one `end` marker replaced by `body` (which holds the markers)."""
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise ValueError(f"{where} must hold its generated part between one {start!r} and one {end!r}")
+    before, rest = text.split(start)
+    _, after = rest.split(end)
+    return before + body + after
+
+
+def write_or_check(path: Path, wanted: str, check: bool, stale: str, wrote: str) -> int:
+    """Write `wanted` to `path` if it differs (with `check`, write nothing and print `stale` instead); the exit status."""
+    if wanted == path.read_text():
+        return 0
+    if check:
+        print(stale, file=sys.stderr)
+        return 1
+    path.write_text(wanted)
+    print(wrote)
+    return 0
+
+
 def with_map(readme: str) -> str:
     """The README text with its course map replaced by the generated one."""
-    if readme.count(START) != 1 or readme.count(END) != 1 or readme.index(START) > readme.index(END):
-        raise ValueError(f"README.md must hold the course map between one {START!r} and one {END!r}")
-    before, rest = readme.split(START)
-    _, after = rest.split(END)
-    return before + course_map() + after
+    return replace_region(readme, START, END, course_map(), "README.md")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,17 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; fail if README.md's course map is out of date")
     args = parser.parse_args(argv)
     path = ROOT / "README.md"
-    current = path.read_text()
-    wanted = with_map(current)
-    if wanted == current:
-        return 0
-    if args.check:
-        print("README.md's course map differs from helpers/course.py LESSONS: run `make readme`", file=sys.stderr)
-        return 1
-    path.write_text(wanted)
-    print("wrote the course map in README.md")
-    return 0
-
+    return write_or_check(path, with_map(path.read_text()), args.check,
+                          "README.md's course map differs from helpers/course.py LESSONS: run `make readme`", "wrote the course map in README.md")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from helpers.course import LESSONS, Lesson  # noqa: E402
+from tools.make_readme import replace_region, write_or_check  # noqa: E402
 
 GUIDE = ROOT / "docs" / "instructor-guide.md"
 START = "<!-- schedule: generated from helpers/course.py LESSONS by `tools/make_schedule.py`; edit the minutes there -->"
@@ -129,30 +130,16 @@ def with_minutes(guide: str, lessons: tuple[Lesson, ...] = LESSONS) -> str:
 
 def with_schedule(guide: str) -> str:
     """The guide's text with its schedule and the lessons' minutes lines replaced by the generated ones."""
-    if guide.count(START) != 1 or guide.count(END) != 1 or guide.index(START) > guide.index(END):
-        raise ValueError(f"docs/instructor-guide.md must hold the schedule between one {START!r} and one {END!r}")
-    before, rest = guide.split(START)
-    _, after = rest.split(END)
-    return with_minutes(before + schedule() + after)
-
+    return with_minutes(replace_region(guide, START, END, schedule(), "docs/instructor-guide.md"))
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the guide's schedule (or with --check, fail if it differs); return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; fail if the guide's schedule is out of date")
     args = parser.parse_args(argv)
-    current = GUIDE.read_text()
-    wanted = with_schedule(current)
-    if wanted == current:
-        return 0
-    if args.check:
-        print("docs/instructor-guide.md's schedule differs from helpers/course.py LESSONS: run `.venv/bin/python tools/make_schedule.py`",
-              file=sys.stderr)
-        return 1
-    GUIDE.write_text(wanted)
-    print("wrote the schedule in docs/instructor-guide.md")
-    return 0
-
+    return write_or_check(GUIDE, with_schedule(GUIDE.read_text()), args.check,
+                          "docs/instructor-guide.md's schedule differs from helpers/course.py LESSONS: "
+                          "run `.venv/bin/python tools/make_schedule.py`", "wrote the schedule in docs/instructor-guide.md")
 
 if __name__ == "__main__":
     sys.exit(main())
