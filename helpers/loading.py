@@ -373,20 +373,26 @@ def lesson_sweep(kind: str, ceiling_processes: int = 0, progress: bool = True) -
                        ceiling_processes=sweep.ceiling_processes, settings=_jsonable({"kind": kind, **spec}))
 
 
-def parallel_speedup(processes: int, work_ms: float = 150.0) -> float:
-    """How much faster `processes` plain processes do the same pure-Python work than one: this machine's ceiling right now (lesson 03)."""
+def parallel_speedup(processes: int, work_ms: float = 150.0, rounds: int = 1) -> float:
+    """How much faster `processes` plain processes do the same pure-Python work than one: this machine's ceiling right now (lesson 03).
+
+    With rounds > 1, serial and parallel runs alternate and the median of the per-round ratios is returned.
+    """
     processes = as_int("processes", processes, minimum=1)
     iterations = round(as_fraction("work_ms", work_ms, 0.0, 10_000.0, include_low=False, include_high=True) * spin_iterations_per_ms())
+    rounds = as_int("rounds", rounds, minimum=1)
+    ratios = []
     with multiprocessing.get_context().Pool(processes) as pool:
         pool.map(spin, [1] * processes, chunksize=1)  # start the processes before timing
-        start = time.perf_counter()
-        for _ in range(processes):
-            spin(iterations)
-        serial_s = time.perf_counter() - start
-        start = time.perf_counter()
-        pool.map(spin, [iterations] * processes, chunksize=1)
-        parallel_s = time.perf_counter() - start
-    return serial_s / parallel_s
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(processes):
+                spin(iterations)
+            serial_s = time.perf_counter() - start
+            start = time.perf_counter()
+            pool.map(spin, [iterations] * processes, chunksize=1)
+            ratios.append(serial_s / (time.perf_counter() - start))
+    return float(np.median(ratios))
 
 
 def cpu_model() -> str:
