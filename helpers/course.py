@@ -85,5 +85,12 @@ LESSONS: tuple[Lesson, ...] = (
         needs="2+ cores",
         minutes=50,
     ),
+    Lesson(
+        stem="07_debugging_clinic",
+        title="Debugging clinic: a faulty training script, fixed one measurement at a time",
+        learn="a training script with faults planted from every lesson: symptoms as measurements, the loader doctor in code and from a shell, one fix at a time and measured, faults that hide behind others, uneven shards and `set_epoch` across ranks, a finding of your own, the fixed script as a template",
+        needs="2+ cores",
+        minutes=60,
+    ),
 )
 

@@ -1,4 +1,4 @@
-"""`make bench`: lesson 03's headline loader effects (and the weighted sampler at scale) side by side; exits 1 when one misses its target.
+"""`make bench`: lesson 03's headline loader effects (and the weighted sampler at scale, lesson 07's doctor) side by side; exits 1 when one misses its target.
 
 Compared things are measured interleaved (A/B/A/B) and compared by the median of paired ratios, so a
 burst of load from other programs hits both sides alike. `--record` instead measures lesson 03's two
@@ -151,6 +151,35 @@ def copy_on_read(num_items: int = 4_000_000) -> Result:
     )
 
 
+def doctor_on_planted_loaders(rounds: int = 3) -> list[Result]:
+    """Lesson 07: the loader doctor's run time on the clinic's planted loaders, median of `rounds`, against the budget it was given."""
+    from helpers import clinic, doctor
+
+    trap, workers = {"no-rebalancing"}, {"no-rebalancing", "class-weights-as-sample-weights", "no-workers"}
+    planted = [  # (what, loader factory, step factory or None, budget in seconds)
+        ("training loader as given, with its step", lambda: clinic.make_loader(), lambda: clinic.make_step(), 6.0),
+        ("class-weight trap (no-rebalancing fixed)", lambda: clinic.make_loader(trap), lambda: clinic.make_step(trap), 4.0),
+        ("copy-on-read (no-workers fixed too)", lambda: clinic.make_loader(workers), lambda: clinic.make_step(workers), 5.0),
+        ("evaluation stream as given", lambda: clinic.make_eval_loader(), None, 4.0),
+    ]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as lesson 07 runs the clinic's steps
+    try:
+        results = []
+        for what, make_loader, make_step, budget in planted:
+            elapsed, codes = [], set()
+            for _ in range(rounds):
+                diagnosis = doctor.diagnose(make_loader(), step=make_step() if make_step else None, budget_s=budget)
+                elapsed.append(diagnosis.elapsed_s)
+                codes |= {f.code for f in diagnosis.findings if f.severity != "info"}
+            median = statistics.median(elapsed)
+            results.append(Result(f"doctor: {what}", f"budget {budget:.2f} s", f"{median:.2f} s", budget / median, 1 / 1.1,
+                                  f"median of {rounds}; ratio = budget / measured (up to 10% over while workers stop); found {sorted(codes)}"))
+        return results
+    finally:
+        torch.set_num_threads(threads)
+
+
 def sampler_at_scale(num_weights: int = 2**24 + 1, replicas: int = 8) -> list[Result]:
     """DistributedWeightedSampler, one rank of 8 at 2^24+1 weights: epoch seconds, RSS growth while iterating, resume to the first index."""
     weights = torch.rand(num_weights, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -204,6 +233,7 @@ def bench() -> int:
     print("load average before: {:.2f} {:.2f} {:.2f} (other programs running slow the timings down)".format(*os.getloadavg()), flush=True)
     began = time.perf_counter()
     steps = (partial(cpu_bound, usable_cpus()), io_bound, persistent_workers, batched_fetch, copy_on_read,  # memory last: a big list slows fork
+             doctor_on_planted_loaders,  # lesson 07's doctor, on the clinic's loaders (their workers fork before the sampler's weights exist)
              sampler_at_scale)  # after the loaders: its 2^24 weights would be copied into forked workers otherwise
     results: list[Result] = []
     for step in steps:

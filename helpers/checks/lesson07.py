@@ -1,0 +1,365 @@
+"""Lesson 07's self-checks: each reruns the loader doctor on the learner's fix of a clinic fault (the finding gone, nothing new), and one checks a finding of the learner's own."""
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    WeightedRandomSampler,
+    get_worker_info,
+)
+
+from helpers import clinic, doctor
+from helpers.checks.core import Answer, Failed, Wrong, exercise
+from helpers.env import usable_cpus
+from helpers.imbalance import class_counts, class_weights, sample_weights
+from helpers.samplers import DistributedWeightedSampler
+
+BUDGET_S = 3.0  # each diagnosis: the doctor's own budget, short because the checks' datasets are small
+BATCH_SIZE = 64
+
+
+def _problems(loader: DataLoader, **kwargs: Any) -> dict[str, doctor.Finding]:
+    """The doctor's warnings and errors on `loader`, by code (info findings are not problems)."""
+    diagnosis = doctor.diagnose(loader, budget_s=BUDGET_S, **kwargs)
+    return {f.code: f for f in diagnosis.findings if f.severity != "info"}
+
+
+def _judge(name: str, found: dict[str, doctor.Finding], planted: frozenset[str], target: str) -> str:
+    """Fail on a new error, the target finding still there, or any other new finding; else the passed detail."""
+    def lines(codes: list[str]) -> str:
+        return "; ".join(f"[{found[c].severity}] {c}: {found[c].message} (fix: {found[c].fix})" for c in codes)
+
+    new = sorted(set(found) - planted - {target})
+    errors = [c for c in new if found[c].severity == "error"]
+    if errors:
+        raise Failed(f"the doctor finds a new error on the loader from {name}: {lines(errors)}")
+    if target in found:
+        raise Failed(f"the doctor still finds {target} on the loader from {name}: {lines([target])}")
+    if new:
+        raise Failed(f"the doctor finds something new on the loader from {name}: {lines(new)}")
+    return f"the doctor's {target} finding is gone from the loader from {name}, and it finds nothing new"
+
+
+def _dataset(decode_ms: float = 0.0) -> clinic.ClinicDataset:
+    """The clinic's training samples, stored as one array; decode_ms of CPU work per sample."""
+    raw, labels = clinic.training_data()
+    return clinic.ClinicDataset(raw, labels, list_backed=False, decode_ms=decode_ms)
+
+
+def _loader_from(answer: Answer, dataset: Dataset, call: str) -> DataLoader:
+    """Call the learner's loader function and check it returned a DataLoader over `dataset`."""
+    with answer.calling(call):
+        loader = answer.value(dataset, BATCH_SIZE)
+    if not isinstance(loader, DataLoader):
+        raise Failed(f"{call} returned {loader!r}; expected a torch.utils.data.DataLoader")
+    if loader.dataset is not dataset:
+        raise Failed(f"{call} returned a loader over another dataset: build it over the dataset it is given")
+    return loader
+
+
+# --- 07.1: rebalance the batches (no-rebalancing), without falling into lesson 02's trap 1
+
+@functools.cache
+def _planted_balance() -> frozenset[str]:
+    return frozenset(_problems(DataLoader(_dataset(), batch_size=BATCH_SIZE, shuffle=True)))
+
+
+def balanced_loader_right(dataset: Any, batch_size: int) -> DataLoader:
+    """Exercise 07.1's reference answer (the tests pass it to the check)."""
+    sampler = WeightedRandomSampler(sample_weights(dataset.targets), num_samples=len(dataset), generator=torch.Generator().manual_seed(0))
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+
+def _class_weights_loader(dataset: Any, batch_size: int) -> DataLoader:
+    weights = torch.as_tensor(class_weights(class_counts(dataset.targets)))
+    return DataLoader(dataset, batch_size=batch_size, sampler=WeightedRandomSampler(weights, num_samples=len(dataset)))
+
+
+@exercise("07.1", "balanced_loader", right=balanced_loader_right, wrong=[
+    Wrong(_class_weights_loader, "class-weights-as-sample-weights"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, sampler=WeightedRandomSampler(
+        sample_weights(dataset.targets), num_samples=len(dataset), replacement=False)), "still finds unbalanced-batches"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, sampler=WeightedRandomSampler(
+        sample_weights(dataset.targets), num_samples=len(dataset))), "raised ValueError"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True), "still finds unbalanced-batches"),
+])
+def check_balanced_loader(answer: Answer) -> str:
+    """Exercise 07.1: a loader whose batches are class-balanced; the doctor's unbalanced-batches finding gone and nothing new."""
+    dataset = _dataset()
+    loader = _loader_from(answer, dataset, f"{answer.name}(dataset, batch_size={BATCH_SIZE})")
+    with answer.calling(f"the doctor reading the loader from {answer.name}"):
+        found = _problems(loader)
+    return _judge(answer.name, found, _planted_balance(), "unbalanced-batches")
+
+
+# --- 07.2: workers for the decoding (no-workers), within this machine's cores
+
+@functools.cache
+def _planted_workers() -> frozenset[str]:
+    return frozenset(_problems(DataLoader(_dataset(clinic.DECODE_MS), batch_size=BATCH_SIZE, shuffle=True)))
+
+
+def loader_with_workers_right(dataset: Any, batch_size: int) -> DataLoader:
+    """Exercise 07.2's reference answer (the tests pass it to the check)."""
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=usable_cpus(), persistent_workers=True)
+
+
+@exercise("07.2", "loader_with_workers", right=loader_with_workers_right, wrong=[
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True), "num_workers=0"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=2 * (os.cpu_count() or 1),
+                                                 persistent_workers=True), "workers-oversubscribed"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=-1), "raised ValueError"),
+])
+def check_loader_with_workers(answer: Answer) -> str:
+    """Exercise 07.2: DataLoader workers that decode beside the loop: the doctor finds no faster num_workers and nothing new."""
+    dataset = _dataset(clinic.DECODE_MS)
+    loader = _loader_from(answer, dataset, f"{answer.name}(dataset, batch_size={BATCH_SIZE})")
+    if loader.num_workers == 0:
+        raise Failed(f"the loader from {answer.name} has num_workers=0: every sample is still decoded in the training loop's "
+                     "process, between steps. Give it workers (this machine's usable cores: helpers.env.usable_cpus())")
+    with answer.calling(f"the doctor reading the loader from {answer.name}"):
+        found = _problems(loader)
+    del loader  # persistent workers exit here
+    return _judge(answer.name, found, _planted_workers(), "workers-too-few")
+
+
+# --- 07.3: one array, not lists (list-backed)
+
+class _Rows(Dataset):
+    """Rows in whatever form they are given, decoded as the clinic decodes: np.asarray of the row, then band means."""
+
+    def __init__(self, rows: Any, labels: np.ndarray) -> None:
+        self.rows, self.targets = rows, labels
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        signal = np.asarray(self.rows[index], dtype=np.float32)
+        return {"input": torch.from_numpy(signal.reshape(clinic.NUM_FEATURES, -1).mean(axis=1)), "label": int(self.targets[index])}
+
+
+def _fork_loader(dataset: Dataset) -> DataLoader:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise Failed("this check reads with worker processes started by fork (Linux, macOS), as copy-on-read needs; on Windows use WSL2")
+    return DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=True, num_workers=2, persistent_workers=True, multiprocessing_context="fork")
+
+
+@functools.cache
+def _planted_rows() -> frozenset[str]:
+    raw, labels = clinic.training_data()
+    return frozenset(_problems(_fork_loader(_Rows(raw.tolist(), labels))))
+
+
+def to_array_right(rows: list[list[float]]) -> np.ndarray:
+    """Exercise 07.3's reference answer (the tests pass it to the check)."""
+    return np.asarray(rows, dtype=np.float32)
+
+
+@exercise("07.3", "to_array", right=to_array_right, wrong=[
+    Wrong(lambda rows: rows, "still finds copy-on-read"),
+    Wrong(lambda rows: np.array(rows, dtype=object), "still finds copy-on-read"),
+    Wrong(lambda rows: tuple(tuple(row) for row in rows), "still finds copy-on-read"),
+    Wrong(lambda rows: np.asarray(rows, dtype=np.float16), "the values"),
+])
+def check_to_array(answer: Answer) -> str:
+    """Exercise 07.3: the raw rows stored so that workers read them without copying: the doctor's copy-on-read gone, nothing new."""
+    raw, labels = clinic.training_data()
+    with answer.calling(f"{answer.name}(rows)"):
+        stored = answer.value(raw.tolist())
+    try:
+        values = np.asarray(stored, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise Failed(f"{answer.name}(rows) returned {type(stored).__name__}, which does not read as a {raw.shape} table of numbers: {exc}") from None
+    if values.shape != raw.shape or not np.allclose(values, raw, rtol=1e-6, atol=1e-6):
+        raise Failed(f"{answer.name}(rows) changed the values (shape {values.shape}, largest difference "
+                     f"{np.abs(values - raw).max() if values.shape == raw.shape else 'n/a'}): keep float32 or wider")
+    with answer.calling(f"the doctor reading a dataset that keeps what {answer.name} returned"):
+        found = _problems(_fork_loader(_Rows(stored, labels)))
+    detail = _judge(answer.name, found, _planted_rows(), "copy-on-read")
+    return f"{detail}; {type(stored).__name__} of {getattr(stored, 'dtype', 'objects')}"
+
+
+# --- 07.4: split the evaluation stream (unsharded-eval-stream) by rank, then by worker
+
+class ShardedEvalStreamRight(IterableDataset):
+    """Exercise 07.4's reference answer (the tests pass it to the check): each held-out sample read once over all ranks and workers."""
+
+    def __init__(self, raw: np.ndarray, labels: np.ndarray, rank: int = 0, world_size: int = 1) -> None:
+        self.raw, self.labels, self.rank, self.world_size = raw, labels, rank, world_size
+
+    def __iter__(self) -> Any:
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        for index in range(self.rank * workers + worker, len(self.labels), self.world_size * workers):
+            yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
+
+
+class _Unsharded(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        for index in range(len(self.labels)):
+            yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
+
+
+class _ByWorkerOnly(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        for index in range(worker, len(self.labels), workers):
+            yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
+
+
+class _ByRankOnly(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        for index in range(self.rank, len(self.labels), self.world_size):
+            yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
+
+
+class _WorkersOnly(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        info = get_worker_info()  # None in the main process: info.id fails there
+        for index in range(self.rank * info.num_workers + info.id, len(self.labels), self.world_size * info.num_workers):
+            yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
+
+
+def _keys(loader: DataLoader) -> list[int]:
+    return [int(key) for batch in loader for key in batch["key"]]
+
+
+@functools.cache
+def _planted_stream() -> frozenset[str]:
+    raw, labels = (array.copy() for array in clinic.held_out_data())  # writable: torch.from_numpy warns on a read-only array
+    return frozenset(_problems(DataLoader(_Unsharded(raw, labels), batch_size=BATCH_SIZE, num_workers=2, multiprocessing_context="fork")))
+
+
+@exercise("07.4", "ShardedEvalStream.__iter__", takes_class=True, right=ShardedEvalStreamRight, wrong=[
+    Wrong(_Unsharded, "still finds iterable-duplicates"),
+    Wrong(_ByRankOnly, "still finds iterable-duplicates"),
+    Wrong(_ByWorkerOnly, "on both ranks"),
+    Wrong(_WorkersOnly, "raised AttributeError"),
+    Wrong("not a class", "expected an IterableDataset class"),
+])
+def check_sharded_eval_stream(answer: Answer) -> str:
+    """Exercise 07.4: an evaluation stream split by rank, then by worker: the doctor's iterable-duplicates gone, each sample once over 2 ranks."""
+    stream_class = answer.value
+    if not (isinstance(stream_class, type) and issubclass(stream_class, IterableDataset)):
+        raise Failed(f"expected an IterableDataset class (ShardedEvalStream), got {stream_class!r}")
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise Failed("this check reads with worker processes started by fork (Linux, macOS); on Windows use WSL2")
+    raw, labels = (array.copy() for array in clinic.held_out_data())  # writable: torch.from_numpy warns on a read-only array
+    with answer.calling(f"reading {stream_class.__name__}(raw, labels) with num_workers=0"):
+        alone = _keys(DataLoader(stream_class(raw, labels), batch_size=BATCH_SIZE))
+    if sorted(alone) != list(range(len(labels))):
+        raise Failed(f"with num_workers=0 (the main process reads), the stream gave {len(alone)} samples, {len(set(alone))} distinct, "
+                     f"for {len(labels)}: the main process is the only reader then and must read every sample once")
+    with answer.calling(f"the doctor reading {stream_class.__name__} with 2 workers"):
+        found = _problems(DataLoader(stream_class(raw, labels), batch_size=BATCH_SIZE, num_workers=2, multiprocessing_context="fork"))
+    detail = _judge(f"{stream_class.__name__}", found, _planted_stream(), "iterable-duplicates")
+    with answer.calling(f"reading {stream_class.__name__}(raw, labels, rank=r, world_size=2) with 2 workers on each rank"):
+        per_rank = [_keys(DataLoader(stream_class(raw, labels, rank=rank, world_size=2), batch_size=BATCH_SIZE, num_workers=2,
+                                     multiprocessing_context="fork")) for rank in range(2)]
+    both = set(per_rank[0]) & set(per_rank[1])
+    if both:
+        raise Failed(f"with 2 ranks, {len(both)} samples are read on both ranks (rank 0 read {len(per_rank[0])}, rank 1 "
+                     f"{len(per_rank[1])}): split by self.rank over self.world_size first, then by worker")
+    counts = Counter(per_rank[0] + per_rank[1])
+    if sorted(counts) != list(range(len(labels))) or set(counts.values()) != {1}:
+        raise Failed(f"over 2 ranks x 2 workers, {len(counts)} of {len(labels)} samples were read, some more than once: "
+                     "every (rank, worker) must take its own share, and together all of them")
+    return f"{detail}; over 2 ranks x 2 workers each of the {len(labels)} samples is read once"
+
+
+# --- 07.5: a finding of your own, through the doctor's checks= plugins
+
+def needs_set_epoch_right(obs: doctor.Observation) -> doctor.Finding | None:
+    """Exercise 07.5's reference answer (the tests pass it to the check)."""
+    sampler = obs.loader.sampler
+    if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "epoch")):
+        return None
+    epoch = sampler.epoch
+    this_epoch = list(sampler)
+    sampler.set_epoch(epoch + 1)
+    next_epoch = list(sampler)
+    sampler.set_epoch(epoch)  # leave the learner's sampler where it was
+    if this_epoch == next_epoch:
+        return None
+    return doctor.Finding("needs-set-epoch", "info", f"{type(sampler).__name__} draws another order in epoch {epoch + 1} than in "
+                          f"epoch {epoch}, but only if the loop calls set_epoch", "call sampler.set_epoch(epoch) before each epoch "
+                          "(lesson 05)", {"sampler": type(sampler).__name__, "epoch": epoch})
+
+
+def _always(obs: doctor.Observation) -> doctor.Finding:
+    return doctor.Finding("needs-set-epoch", "warning", "m", "call set_epoch")
+
+
+def _any_set_epoch(obs: doctor.Observation) -> doctor.Finding | None:
+    return _always(obs) if hasattr(obs.loader.sampler, "set_epoch") else None
+
+
+def _moves_the_epoch(obs: doctor.Observation) -> doctor.Finding | None:
+    sampler = obs.loader.sampler
+    if not hasattr(sampler, "set_epoch"):
+        return None
+    first = list(sampler)
+    sampler.set_epoch(sampler.epoch + 1)
+    return _always(obs) if list(sampler) != first else None
+
+
+def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
+    """(description, a fresh sampler, whether its order depends on set_epoch)."""
+    items = range(64)
+    return [
+        ("DistributedSampler(shuffle=True)", lambda: DistributedSampler(items, num_replicas=2, rank=0, seed=0), True),
+        ("DistributedWeightedSampler", lambda: DistributedWeightedSampler(torch.linspace(0.1, 1.0, 64), num_replicas=2, rank=0), True),
+        ("RandomSampler", lambda: RandomSampler(items), False),
+        ("WeightedRandomSampler", lambda: WeightedRandomSampler(torch.linspace(0.1, 1.0, 64), num_samples=64), False),
+        ("no sampler (SequentialSampler)", lambda: None, False),
+        ("DistributedSampler(shuffle=False)", lambda: DistributedSampler(items, num_replicas=2, rank=0, shuffle=False), False),
+    ]
+
+
+@exercise("07.5", "needs_set_epoch", right=needs_set_epoch_right, wrong=[
+    Wrong(_any_set_epoch, "DistributedSampler(shuffle=False)"),
+    Wrong(_always, "RandomSampler"),
+    Wrong(_moves_the_epoch, "changed the sampler's epoch"),
+    Wrong(lambda obs: "needs-set-epoch", "must return a Finding or None"),
+])
+def check_needs_set_epoch(answer: Answer) -> str:
+    """Exercise 07.5: a plugin for the doctor that notes a sampler whose order depends on set_epoch, and nothing else."""
+    name = answer.name
+    data = torch.arange(64, dtype=torch.float32).unsqueeze(1)
+    for described, make, depends in _samplers():
+        sampler = make()
+        loader = DataLoader(data, batch_size=8, sampler=sampler)
+        epoch = getattr(sampler, "epoch", None)
+        with answer.calling(f"{name}(an Observation of a loader with {described})"):
+            result = answer.value(doctor.Observation(loader))
+        if result is not None and not isinstance(result, doctor.Finding):
+            raise Failed(f"{name} must return a Finding or None, got {result!r}: build one with doctor.Finding(code, severity, message, fix)")
+        if epoch is not None and sampler.epoch != epoch:
+            raise Failed(f"{name} changed the sampler's epoch from {epoch} to {sampler.epoch}: the learner's loop would then train "
+                         "on another epoch's order; put the epoch back (sampler.set_epoch(epoch)) before returning")
+        if depends and result is None:
+            raise Failed(f"{name} found nothing for a loader with {described}, whose order changes only when the loop calls set_epoch")
+        if not depends and result is not None:
+            raise Failed(f"{name} reported {result.code} for a loader with {described}, whose order does not depend on set_epoch: "
+                         "compare the orders of two epochs instead of only asking whether set_epoch exists")
+    loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(range(64), num_replicas=2, rank=0, seed=0))
+    with answer.calling(f"doctor.diagnose(loader, checks=[{name}])"):
+        diagnosis = doctor.diagnose(loader, budget_s=1.5, checks=[answer.value])
+    found = [f for f in diagnosis.findings if f.code not in doctor.CODES]
+    if not found:
+        raise Failed(f"doctor.diagnose(loader, checks=[{name}]) reported no finding of yours for a DistributedSampler loader")
+    return f"{name} notes the {len([s for s in _samplers() if s[2]])} samplers that need set_epoch, leaves the other {len([s for s in _samplers() if not s[2]])} alone and their epochs as they were, and the doctor reports it as [{found[0].severity}] {found[0].code}"
