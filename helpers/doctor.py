@@ -326,10 +326,11 @@ class _Doctor:
         limit = _length(self.loader)
         max_batches = min(limit, 400) if limit is not None else 400
         try:
-            pass_deadline = time.perf_counter() + 0.45 * self.left()  # the rest: the duplicates baseline and the sweep
-            for arrival, batch in _batches(self.loader, pass_deadline, max_batches, on_start=self._workers_started,
+            window = 0.45 * self.left()  # the rest: the duplicates baseline and the sweep
+            for arrival, batch in _batches(self.loader, time.perf_counter() + window, max_batches, on_start=self._workers_started,
                                            on_end=self._workers_ending, step=self._timed_step if self.step else None,
-                                           fetch_timeout_s=0.75 * self.left()):  # a slow start-up is not a hang
+                                           fetch_timeout_s=0.75 * self.left(),  # a slow start-up is not a hang
+                                           window_after_first=(window, self.deadline)):  # nor is a slow first step
                 self._observe(arrival, batch)
         except _LoaderFailed as failed:
             self.report_failure(failed)
@@ -588,8 +589,14 @@ class _LoaderFailed(Exception):
 
 def _batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: Callable[[Any], None] | None = None,
              on_end: Callable[[Any], None] | None = None, step: Callable[[Any], float] | None = None,
-             stop_after_samples: int | None = None, fetch_timeout_s: float | None = None) -> Iterator[tuple[_Arrival, Any]]:
-    """Yield (timing, batch) until the epoch ends, `max_batches`, `deadline` or `stop_after_samples`; raise _LoaderFailed on an error or a hang."""
+             stop_after_samples: int | None = None, fetch_timeout_s: float | None = None,
+             window_after_first: tuple[float, float] | None = None) -> Iterator[tuple[_Arrival, Any]]:
+    """Yield (timing, batch) until the epoch ends, `max_batches`, `deadline` or `stop_after_samples`; raise _LoaderFailed on an error or a hang.
+
+    `window_after_first=(seconds, latest)` moves the deadline once the first batch and its step are done: `seconds`
+    from then, but no later than `latest`. The first step carries one-off costs (a CUDA context, kernels loaded on
+    first use) that can take longer than the whole window; they are start-up, not the loop's steady state.
+    """
     started = time.perf_counter()
     first_wait = max(1.0, deadline - started if fetch_timeout_s is None else fetch_timeout_s)
     if loader.num_workers > 0:
@@ -619,6 +626,8 @@ def _batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start:
             count += 1
             samples += _count(batch)
             yield _Arrival(wait, spent), batch
+            if count == 1 and window_after_first is not None:
+                deadline = min(time.perf_counter() + window_after_first[0], window_after_first[1])
             if stop_after_samples is not None and samples >= stop_after_samples:
                 return
     finally:
