@@ -8,7 +8,7 @@ KERNEL := feed-the-gpus
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test exercises readme strip gpu-check bench clean
+.PHONY: lab test site exercises readme strip gpu-check bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
@@ -26,6 +26,11 @@ lab: $(STAMP)
 ## test: set up .venv if needed and run the complete test suite
 test: $(STAMP)
 	$(PY) -m pytest
+
+## site: every lesson, exercise and solution, executed, as a static site in build/site/ that opens offline
+# (It reuses the notebooks a `make test` run executed; executes only those missing or out of date)
+site: $(STAMP)
+	$(PY) tools/build_site.py
 
 ## exercises: regenerate exercises/ from solutions/
 exercises: $(STAMP)

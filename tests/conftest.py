@@ -37,3 +37,105 @@ def _hypothesis_profile() -> None:
 
 
 _hypothesis_profile()
+
+
+class ExecutedNotebooks:
+    """Keeps what the test suite's runs of the course notebooks printed and drew, for the static site (tools/build_site.py).
+
+    nbval's cell items keep the outputs they got (`IPyNbCell.test_outputs`). When the last cell of a notebook has
+    run and every cell passed, its executed copy goes to build/executed/, so `make site` and tests/test_site.py
+    render that run instead of executing the notebook again. A notebook with a failed cell leaves no copy.
+    Tests that execute a course notebook with nbclient (tests/test_exercises.py runs every exercise) are kept the
+    same way when they pass: the notebook an nbclient run executed is matched to its source by its cells.
+    Registered as a plugin (not a conftest hook), so it sees the cells in notebooks/ and solutions/ too.
+    """
+
+    name = "course-executed-notebooks"
+
+    def __init__(self, executed_dir: Path | None = None) -> None:
+        self.executed_dir = executed_dir or ROOT / "build" / "executed"  # tools/build_site.py's EXECUTED_DIR
+        self.outputs: dict[Path, dict[int, list]] = {}
+        self.failed: set[Path] = set()
+        self.seen: set[Path] = set()  # course notebooks the suite ran (nbval: some cells at least) in this session
+        self.kept: dict[Path, Path] = {}  # source -> executed copy, written in this session
+        self.machine: dict | None = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        yield
+        if type(item).__name__ != "IPyNbCell":
+            return
+        source = Path(item.parent.path)
+        self.seen.add(source)
+        self.outputs.setdefault(source, {})[item.cell_num] = list(item.test_outputs or [])
+        if nextitem is not None and getattr(nextitem, "parent", None) is item.parent:
+            return  # more cells of this notebook to come
+        from tools import build_site
+
+        outputs = self.outputs.pop(source)
+        stale = build_site.executed_path(source, self.executed_dir)
+        if source in self.failed or not source.is_relative_to(ROOT):
+            stale.unlink(missing_ok=True)  # the site must not show an older run of a notebook that fails now
+            return
+        try:
+            self.machine = self.machine or build_site.hardware()
+            self.kept[source] = build_site.from_cell_outputs(source, outputs, "the test suite (nbval)", self.executed_dir,
+                                                             machine=self.machine)
+        except ValueError:  # only some cells were selected (`pytest nb.ipynb::Cell 3`): nothing complete to keep
+            stale.unlink(missing_ok=True)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        """Keep the course notebooks a passing test executed with nbclient (the site test's own runs excepted)."""
+        if type(item).__name__ == "IPyNbCell" or Path(item.path).name == "test_site.py":
+            return (yield)
+        import nbclient
+
+        executed = []
+        original = nbclient.NotebookClient.execute
+
+        def execute(client, *args, **kwargs):
+            result = original(client, *args, **kwargs)
+            executed.append(client.nb)
+            return result
+
+        nbclient.NotebookClient.execute = execute
+        try:
+            result = yield  # raises when the test fails: nothing is kept then
+        finally:
+            nbclient.NotebookClient.execute = original
+        if executed:
+            self._keep_nbclient_runs(executed, f"the test suite ({item.nodeid.split('::')[0]})")
+        return result
+
+    def _keep_nbclient_runs(self, executed: list, runner: str) -> None:
+        import nbformat
+        from tools import build_site
+
+        cells = lambda nb: [(cell.cell_type, cell.source) for cell in nb.cells]  # noqa: E731
+        by_cells = {}
+        for source in build_site.sources():
+            by_cells.setdefault(repr(cells(nbformat.read(source, as_version=4))), source)
+        for nb in executed:
+            source = by_cells.get(repr(cells(nb)))
+            if source is not None:
+                self.seen.add(source)
+                self.machine = self.machine or build_site.hardware()
+                self.kept[source] = build_site.keep_executed(nb, source, runner, self.executed_dir, machine=self.machine)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if ".ipynb::" in report.nodeid and (report.failed or (report.skipped and report.when == "call")):
+            self.failed.add(ROOT / report.nodeid.split("::")[0])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the plugin that keeps the suite's executed notebooks for the site."""
+    if not config.pluginmanager.has_plugin(ExecutedNotebooks.name):
+        config.pluginmanager.register(ExecutedNotebooks(), ExecutedNotebooks.name)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The site test renders what the suite executed, so it runs after the notebooks, solutions and exercise tests."""
+    site = [item for item in items if Path(item.path).name == "test_site.py"]
+    if site:
+        items[:] = [item for item in items if Path(item.path).name != "test_site.py"] + site
