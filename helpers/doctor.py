@@ -2,7 +2,10 @@
 
 `diagnose(loader, step=..., budget_s=..., device=...)` returns a `Diagnosis`; `python -m helpers.doctor
 module:make_loader [--step module:train_step] [--json out.json] [--budget 30]` does the same from a shell and
-exits with status 1 when it finds an error.
+exits with status 1 when it finds an error. The budget bounds the doctor's own reading and every fetch it
+makes; your `step` runs to its end once called, so a first step slower than the budget (CUDA starting up in
+this process, as seen on the H200 reference host) makes the run that much longer. That first step counts as
+start-up, not data wait.
 """
 from __future__ import annotations
 
