@@ -28,6 +28,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip("needs a CUDA GPU; torch.cuda.is_available() is False here")
 
 
+def child_processes() -> list:
+    """This process's children, less multiprocessing's resource tracker (started once by the first spawn, kept by design)."""
+    import psutil
+
+    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
+
+
 def _hypothesis_profile() -> None:
     """Property tests draw the same examples every run (flaky is failing) and keep no database files."""
     from hypothesis import settings

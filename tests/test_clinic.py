@@ -7,10 +7,9 @@ import time
 
 import matplotlib
 import numpy as np
-import psutil
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, child_processes
 from torch.utils.data import DataLoader, RandomSampler, WeightedRandomSampler
 
 from helpers import clinic, ddp, doctor
@@ -20,19 +19,14 @@ matplotlib.use("Agg")  # no window: the plot tests only read the drawn artists
 N = sum(clinic.CLASS_COUNTS)
 
 
-def children() -> list[psutil.Process]:
-    """This process's children, less multiprocessing's resource tracker (started once by the first spawn, kept by design)."""
-    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
-
-
 @pytest.fixture(autouse=True)
 def no_process_left():
     """Every loader, run and launch stops the workers and ranks it started."""
     yield
     deadline = time.monotonic() + 10
-    while children() and time.monotonic() < deadline:
+    while child_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert children() == []
+    assert child_processes() == []
 
 
 @pytest.fixture

@@ -4,28 +4,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 import torch
+from conftest import ROOT, child_processes
 
 from helpers import data, ddp, ddp_demos
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def ours():
-    """Child processes of this test process, except multiprocessing's resource tracker (one per parent, ends with it)."""
-    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
 
 
 @pytest.fixture(autouse=True)
 def no_leftovers():
     """Every test leaves no rank or DataLoader worker process behind, whatever its outcome."""
-    before = {p.pid for p in ours()}
+    before = {p.pid for p in child_processes()}
     yield
-    gone, alive = psutil.wait_procs([p for p in ours() if p.pid not in before], timeout=10)
+    gone, alive = psutil.wait_procs([p for p in child_processes() if p.pid not in before], timeout=10)
     assert not alive, f"processes left behind: {[(p.pid, p.cmdline()) for p in alive]}"
 
 

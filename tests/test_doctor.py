@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 import torch
+from conftest import child_processes
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
 
 from helpers import doctor
@@ -23,19 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CORES = usable_cpus()
 
 
-def children() -> list[psutil.Process]:
-    """This process's children, less multiprocessing's resource tracker (started once by the first spawn, kept by design)."""
-    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
-
-
 @pytest.fixture(autouse=True)
 def no_process_left():
     """Every diagnosis stops the workers it started."""
     yield
     deadline = time.monotonic() + 5
-    while children() and time.monotonic() < deadline:
+    while child_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert children() == []
+    assert child_processes() == []
 
 
 def tensors(n: int = 2048, features: int = 16, labels: np.ndarray | None = None) -> TensorDataset:
