@@ -8,7 +8,7 @@ KERNEL := feed-the-gpus
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test site exercises readme strip gpu-check bench clean
+.PHONY: lab test site exercises readme strip gpu-check bench stress clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
@@ -51,6 +51,12 @@ gpu-check: $(STAMP)
 ## bench: measure lesson 03's loader effects side by side; exits non-zero when one misses its target
 bench: $(STAMP)
 	$(PY) tools/bench.py
+
+## stress: run each lesson with timing claims RUNS times (default 5), every other run beside a CPU-bound program; a table of what failed and what it measured
+RUNS ?= 5
+LESSONS ?=
+stress: $(STAMP)
+	$(PY) tools/stress.py --runs $(RUNS) $(LESSONS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

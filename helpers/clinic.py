@@ -36,6 +36,7 @@ from helpers.loading import StepTimer, warmup_for
 from helpers.memory import process_memory
 from helpers.metrics import per_class_recall, scores
 from helpers.samplers import DistributedWeightedSampler
+from helpers.timing import Headroom, bracketed
 from helpers.workloads import spin, spin_iterations_per_ms
 
 # The task: the same synthetic blobs as lesson 02, 100:10:1, each input decoded from a raw signal of 1024 floats.
@@ -328,6 +329,7 @@ class Speed:
     samples_per_s: float
     data_wait_share: float
     steps: int
+    loop_cpu_ms: float = math.nan  # CPU time of the training process per step: decoding done in the loop counts, waiting does not
 
     def __str__(self) -> str:
         return f"{self.samples_per_s:,.0f} samples/s, waiting for data {self.data_wait_share:.0%} of each step ({self.steps} steps)"
@@ -343,12 +345,15 @@ def measure_speed(fixed: Iterable[str] = (), *, steps: int = 48, seed: int = 0, 
         epochs = -(-(warm + steps + 1) // len(loader))  # many workers' burst can outlast an epoch: go on into the next
         timer = StepTimer(device)
         for index, batch in enumerate(timer.wrap(itertools.chain.from_iterable(itertools.repeat(loader, epochs)))):
+            if index == warm:
+                cpu_start = time.process_time()
             if index == warm + steps:  # the timer records a step when the next batch is asked for: stop here
+                cpu_s = time.process_time() - cpu_start
                 break
             step(batch)
         del loader  # its persistent workers exit here
     wait, compute = sum(timer.data_wait_s[warm:]), sum(timer.compute_s[warm:])
-    return Speed(steps * BATCH_SIZE / (wait + compute), wait / (wait + compute), steps)
+    return Speed(steps * BATCH_SIZE / (wait + compute), wait / (wait + compute), steps, cpu_s * 1000 / steps)
 
 
 def speed_rounds(configs: Sequence[Iterable[str]], *, rounds: int = 3, steps: int = 48, seed: int = 0) -> list[list[Speed]]:
@@ -369,7 +374,30 @@ def median_speed(runs: Sequence[Speed]) -> Speed:
     if not runs:
         raise ValueError("runs must hold at least one Speed, got none")
     return Speed(float(np.median([r.samples_per_s for r in runs])), float(np.median([r.data_wait_share for r in runs])),
-                 int(np.median([r.steps for r in runs])))
+                 int(np.median([r.steps for r in runs])), float(np.median([r.loop_cpu_ms for r in runs])))
+
+
+def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: int = 48, seed: int = 0) -> tuple[list[list[Speed]], Headroom]:
+    """Every rung timed `rounds` times, and the last rung's speed-up over the first against the ceiling, round by round (lesson 07).
+
+    In each round the first and last rungs run back to back (their order alternating) between two measurements of the
+    2-process ceiling, so the pair the lesson asserts on and the headroom it is judged against share the same moment;
+    the rungs between follow.
+    """
+    ladder = [as_fixed(config) for config in ladder]
+    if len(ladder) < 2:
+        raise ValueError(f"ladder must hold at least two sets of fixed faults (a first and a last), got {len(ladder)}")
+    rounds = as_int("rounds", rounds, minimum=1)
+    measured: list[list[Speed]] = [[] for _ in ladder]
+    speedups, ceilings = [], []
+    for index in range(rounds):
+        ends = (0, len(ladder) - 1) if index % 2 == 0 else (len(ladder) - 1, 0)
+        pair, ceiling = bracketed(lambda: {rung: measure_speed(ladder[rung], steps=steps, seed=seed) for rung in ends})
+        speedups.append(pair[len(ladder) - 1].samples_per_s / pair[0].samples_per_s)
+        ceilings.append(ceiling)
+        for rung in range(len(ladder)):
+            measured[rung].append(pair[rung] if rung in pair else measure_speed(ladder[rung], steps=steps, seed=seed))
+    return measured, Headroom(tuple(speedups), tuple(ceilings))
 
 
 @dataclass(frozen=True)
@@ -526,24 +554,24 @@ def plot_ladder(rungs: Sequence[Rung], title: str = "") -> Any:
 
     if not rungs or not all(isinstance(r, Rung) for r in rungs):
         raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
-    fig, (speed_ax, score_ax) = plt.subplots(1, 2, figsize=(11, 3.8))
-    positions = np.arange(len(rungs))
-    timed = [i for i, r in enumerate(rungs) if r.speed is not None]
-    speed_ax.bar(positions[timed], [rungs[i].speed.samples_per_s for i in timed], color="tab:blue", label="samples/s")
+    fig, (speed_ax, score_ax) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")  # room for the title and labels
+    timed = [r for r in rungs if r.speed is not None]  # each panel shows only the rows it has numbers for
+    speed_ax.bar(range(len(timed)), [r.speed.samples_per_s for r in timed], color="tab:blue", label="samples/s")
     share_ax = speed_ax.twinx()
-    share_ax.plot(positions[timed], [100 * rungs[i].speed.data_wait_share for i in timed], "o-", color="tab:orange", label="waiting for data (%)")
-    share_ax.set(ylim=(0, 100), ylabel="% of each step waiting for data")
+    share_ax.plot(range(len(timed)), [100 * r.speed.data_wait_share for r in timed], "o-", color="tab:orange", label="waiting for data (%)")
+    share_ax.set(ylim=(0, 135), yticks=range(0, 101, 25), ylabel="% of each step waiting for data")
     share_ax.grid(False)
-    speed_ax.set(ylabel="training samples/s (median of rounds)", title="Speed")
-    scored = [i for i, r in enumerate(rungs) if r.run is not None]
+    top = max([r.speed.samples_per_s for r in timed], default=1.0)
+    speed_ax.set(ylim=(0, 1.35 * top), ylabel="training samples/s (median of rounds)", title="Speed")  # the legend sits above the bars
+    scored = [r for r in rungs if r.run is not None]
     for key, mark, name in (("balanced_accuracy", "o-", "balanced accuracy"), ("minority_recall", "s--", "minority recall")):
-        score_ax.plot(positions[scored], [getattr(rungs[i].run, key) for i in scored], mark, label=name)
-    score_ax.set(ylim=(0, 1), ylabel="score on the balanced held-out stream", title="What the model learned")
-    score_ax.legend(loc="lower right")
-    for ax in (speed_ax, score_ax):
-        ax.set_xticks(positions, [r.label for r in rungs], rotation=35, ha="right", fontsize=8)
+        score_ax.plot(range(len(scored)), [getattr(r.run, key) for r in scored], mark, label=name)
+    score_ax.set(ylim=(0, 1.35), yticks=np.linspace(0, 1, 5), ylabel="score on the balanced held-out stream", title="What the model learned")
+    score_ax.legend(loc="upper left", fontsize=8, ncol=2)
+    for ax, shown in ((speed_ax, timed), (score_ax, scored)):
+        ax.set_xticks(range(len(shown)), [r.label for r in shown], rotation=35, ha="right", fontsize=8)
     handles = speed_ax.get_legend_handles_labels()[0] + share_ax.get_legend_handles_labels()[0]
-    speed_ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8)
+    speed_ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8, ncol=2)
     if title:
         fig.suptitle(title)
     return fig

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import inspect
 import json
-import multiprocessing
 import platform
 import statistics
 import time
@@ -26,7 +25,8 @@ from torch.utils.data import DataLoader, Dataset
 from helpers._validate import as_fraction, as_int, short
 from helpers._validate import as_device as _as_device
 from helpers.batches import leaves
-from helpers.workloads import SlowDataset, spin, spin_iterations_per_ms
+from helpers.timing import Headroom, bracketed, parallel_speedup  # noqa: F401 (parallel_speedup: lessons 03 and 07 call it from here)
+from helpers.workloads import SlowDataset
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ class LoaderSweep:
     """Throughput of one DataLoader argument's values, measured in rounds: print it, or .plot() it (lesson 03).
 
     `ceilings` holds, per round, how much faster `ceiling_processes` plain processes did pure-Python
-    work than one, measured in the same round as the loaders (empty when not measured).
+    work than one: the lower of the measurements just before and just after that round's loaders (empty when not measured).
     """
 
     param: str
@@ -218,6 +218,12 @@ class LoaderSweep:
     def speedup(self, value: Any, baseline: Any = None) -> float:
         """Median over rounds of `value`'s samples/s over `baseline`'s in the same round: pairs runs that shared the machine's load."""
         return statistics.median(self.round_speedups(value, baseline))
+
+    def headroom(self, value: Any, baseline: Any = None) -> Headroom:
+        """`value`'s per-round speed-ups over `baseline` beside each round's ceiling: judge a speed-up only where cores were free."""
+        if not self.ceilings:
+            raise ValueError("this sweep measured no ceiling: run it with ceiling_processes=N (the usable cores)")
+        return Headroom(self.round_speedups(value, baseline), self.ceilings)
 
     def __str__(self) -> str:
         base = self.rows[0].value
@@ -316,7 +322,7 @@ def sweep_loader(
     """Benchmark DataLoader(dataset, **loader_kwargs, param=value) for each value, in `repeats` rounds (lesson 03).
 
     warmup_batches=None leaves out each loader's prefetch burst (`warmup_for`). ceiling_processes=N
-    also measures, in every round, how much faster N plain processes do pure-Python work than one.
+    also measures, before and after every round, how much faster N plain processes do pure-Python work than one.
     """
     allowed = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "dataset"}
     if not isinstance(param, str) or param not in allowed:
@@ -340,17 +346,20 @@ def sweep_loader(
     ceilings: list[float] = []
     steps = len(values) * repeats + (repeats if ceiling_processes else 0)
     with tqdm(total=steps, desc=f"{param} sweep", disable=not progress, leave=False, mininterval=1.0) as bar:
-        for _ in range(repeats):  # rounds: a burst of load from other programs hits every value (and the ceiling) alike
-            if ceiling_processes:
-                ceilings.append(parallel_speedup(ceiling_processes))
-                bar.update()
+        def one_round() -> None:
             for i, value in enumerate(values):
-                kwargs = {**loader_kwargs, param: value}
-                loader = DataLoader(dataset, **kwargs)
+                loader = DataLoader(dataset, **{**loader_kwargs, param: value})
                 warmup = warmup_batches if warmup_batches is not None else warmup_for(loader.num_workers, loader.prefetch_factor)
                 runs[i].append(benchmark_loader(loader, num_batches=num_batches, warmup_batches=warmup))
                 del loader  # shuts down persistent workers before the next value starts its own
                 bar.update()
+
+        for _ in range(repeats):  # rounds: a burst of load from other programs hits every value (and the ceiling) alike
+            if ceiling_processes:  # the ceiling just before and just after the round, the lower kept: load that came mid-round counts
+                ceilings.append(bracketed(one_round, ceiling_processes)[1])
+                bar.update()
+            else:
+                one_round()
     rows = tuple(SweepRow(value=value, runs=tuple(runs[i])) for i, value in enumerate(values))
     settings = {"dataset": repr(dataset), "values": list(values), "repeats": repeats, "num_batches": num_batches,
                 "warmup_batches": "prefetch burst" if warmup_batches is None else warmup_batches, **_jsonable(loader_kwargs)}
@@ -371,28 +380,6 @@ def lesson_sweep(kind: str, ceiling_processes: int = 0, progress: bool = True) -
                              batch_size=spec["batch_size"])
     return LoaderSweep(param=sweep.param, rows=sweep.rows, title=sweep.title, ceilings=sweep.ceilings,
                        ceiling_processes=sweep.ceiling_processes, settings=_jsonable({"kind": kind, **spec}))
-
-
-def parallel_speedup(processes: int, work_ms: float = 150.0, rounds: int = 1) -> float:
-    """How much faster `processes` plain processes do the same pure-Python work than one: this machine's ceiling right now (lesson 03).
-
-    With rounds > 1, serial and parallel runs alternate and the median of the per-round ratios is returned.
-    """
-    processes = as_int("processes", processes, minimum=1)
-    iterations = round(as_fraction("work_ms", work_ms, 0.0, 10_000.0, include_low=False, include_high=True) * spin_iterations_per_ms())
-    rounds = as_int("rounds", rounds, minimum=1)
-    ratios = []
-    with multiprocessing.get_context().Pool(processes) as pool:
-        pool.map(spin, [1] * processes, chunksize=1)  # start the processes before timing
-        for _ in range(rounds):
-            start = time.perf_counter()
-            for _ in range(processes):
-                spin(iterations)
-            serial_s = time.perf_counter() - start
-            start = time.perf_counter()
-            pool.map(spin, [iterations] * processes, chunksize=1)
-            ratios.append(serial_s / (time.perf_counter() - start))
-    return float(np.median(ratios))
 
 
 def cpu_model() -> str:

@@ -169,6 +169,28 @@ def test_measure_speed_times_a_window_after_the_warmup(one_thread):
     assert longer.steps == 40
     both = clinic.speed_rounds([(), clinic.ALL_FIXED], rounds=2, steps=3)
     assert [len(rounds) for rounds in both] == [2, 2] and clinic.median_speed(both[0]).steps == 3
+    as_given = clinic.measure_speed((), steps=4)  # the loop decodes every item itself: its CPU time per step holds the decoding
+    assert as_given.loop_cpu_ms > 3 * speed.loop_cpu_ms > 0, (as_given, speed)
+
+
+def test_ladder_rounds_time_the_ends_back_to_back_between_two_ceilings(monkeypatch):
+    calls = []
+    ladder = [(), {"no-workers"}, {"no-workers", "list-backed"}]
+
+    def fake_speed(fixed, steps, seed):
+        calls.append(len(fixed))
+        return clinic.Speed(100.0 * (len(fixed) + 1), 0.5, steps)
+
+    def fake_ceiling(processes):
+        calls.append("ceiling")
+        return 1.2 if len(calls) == 14 else 2.0  # the third round's second ceiling: load arrived during its pair
+
+    monkeypatch.setattr(clinic, "measure_speed", fake_speed)
+    monkeypatch.setattr("helpers.timing.parallel_speedup", fake_ceiling)
+    speeds, headroom = clinic.ladder_rounds(ladder, rounds=3, steps=4)
+    assert calls == ["ceiling", 0, 2, "ceiling", 1, "ceiling", 2, 0, "ceiling", 1, "ceiling", 0, 2, "ceiling", 1]
+    assert [[s.samples_per_s for s in rung] for rung in speeds] == [[100.0] * 3, [200.0] * 3, [300.0] * 3]
+    assert headroom.speedups == (3.0, 3.0, 3.0) and headroom.ceilings == (2.0, 2.0, 1.2) and headroom.rooms == (0, 1)
 
 
 def test_doctor_finds_what_the_script_as_given_shows(one_thread):
@@ -239,6 +261,8 @@ def test_fault_widget_has_a_slider_per_fault_and_reuses_given_runs(monkeypatch):
     (lambda: clinic.measure_speed(steps=1), ValueError, "steps must be at least 2"),
     (lambda: clinic.speed_rounds([]), ValueError, "configs must hold at least one"),
     (lambda: clinic.speed_rounds([()], rounds=0), ValueError, "rounds must be at least 1"),
+    (lambda: clinic.ladder_rounds([()]), ValueError, "ladder must hold at least two"),
+    (lambda: clinic.ladder_rounds([(), ()], rounds=0), ValueError, "rounds must be at least 1"),
     (lambda: clinic.train_in_turn([]), ValueError, "configs must hold at least one"),
     (lambda: clinic.median_speed([]), ValueError, "runs must hold at least one Speed"),
     (lambda: clinic.ladder_table([]), TypeError, "rungs must be a non-empty sequence of Rung"),

@@ -1,0 +1,100 @@
+"""Speed claims that hold on a busy machine: this machine's ceiling right now, and the share of it a change used (lessons 03, 07).
+
+A parallel speed-up can only show where cores are free. `parallel_speedup` measures that ceiling with plain
+processes; `bracketed` measures it just before and just after a measurement and keeps the lower, so load that
+came or went in between lowers it; `Headroom` pairs each round's speed-up with that round's ceiling and asserts
+only on rounds that had room.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from helpers._validate import as_fraction, as_int, short
+from helpers.workloads import spin, spin_iterations_per_ms
+
+T = TypeVar("T")
+HEADROOM = 1.3  # a ceiling below this: other programs hold the cores, too few are free for a parallel speed-up to show
+
+
+def parallel_speedup(processes: int, work_ms: float = 150.0, rounds: int = 1) -> float:
+    """How much faster `processes` plain processes do the same pure-Python work than one: this machine's ceiling right now (lesson 03).
+
+    With rounds > 1, serial and parallel runs alternate and the median of the per-round ratios is returned.
+    """
+    processes = as_int("processes", processes, minimum=1)
+    iterations = round(as_fraction("work_ms", work_ms, 0.0, 10_000.0, include_low=False, include_high=True) * spin_iterations_per_ms())
+    rounds = as_int("rounds", rounds, minimum=1)
+    ratios = []
+    with multiprocessing.get_context().Pool(processes) as pool:
+        pool.map(spin, [1] * processes, chunksize=1)  # start the processes before timing
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(processes):
+                spin(iterations)
+            serial_s = time.perf_counter() - start
+            start = time.perf_counter()
+            pool.map(spin, [iterations] * processes, chunksize=1)
+            ratios.append(serial_s / (time.perf_counter() - start))
+    return float(statistics.median(ratios))
+
+
+def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:
+    """measure()'s result and the lower of the ceilings measured just before and just after it (lessons 03, 07)."""
+    before = parallel_speedup(processes)
+    result = measure()
+    return result, min(before, parallel_speedup(processes))
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """A change's speed-up and the machine's ceiling, round by round: which rounds had free cores, and the share of them used (lessons 03, 07)."""
+
+    speedups: tuple[float, ...]  # per round: the change's rate over the baseline's, measured in that round
+    ceilings: tuple[float, ...]  # per round: the ceiling bracketing that round's pair
+    gate: float = HEADROOM
+    min_rooms: int = 2  # rounds with room needed before the share is worth asserting
+
+    def __post_init__(self) -> None:
+        if not self.speedups or len(self.speedups) != len(self.ceilings):
+            raise ValueError(f"speedups and ceilings must be non-empty and of one length, got {short(self.speedups)} "
+                             f"and {short(self.ceilings)}")
+        if not self.gate > 1:
+            raise ValueError(f"gate must be above 1 (a ceiling of 1 leaves no headroom), got {short(self.gate)}")
+        as_int("min_rooms", self.min_rooms, minimum=1)
+
+    @property
+    def rooms(self) -> tuple[int, ...]:
+        """Indices of the rounds whose ceiling reached the gate."""
+        return tuple(i for i, ceiling in enumerate(self.ceilings) if ceiling >= self.gate)
+
+    @property
+    def has_room(self) -> bool:
+        """True when enough rounds had free cores for the share to mean something."""
+        return len(self.rooms) >= self.min_rooms
+
+    @property
+    def share(self) -> float:
+        """Median over the rounds with room of (speed-up - 1) / (ceiling - 1); NaN when no round had room."""
+        shares = [(self.speedups[i] - 1) / (self.ceilings[i] - 1) for i in self.rooms]
+        return statistics.median(shares) if shares else float("nan")
+
+    @property
+    def speedup(self) -> float:
+        """Median speed-up over all rounds."""
+        return statistics.median(self.speedups)
+
+    @property
+    def ceiling(self) -> float:
+        """Median ceiling over all rounds."""
+        return statistics.median(self.ceilings)
+
+    def __str__(self) -> str:
+        rounds = ", ".join(f"{s:.2f}x at ceiling {c:.2f}x" for s, c in zip(self.speedups, self.ceilings))
+        text = f"per round: {rounds}; rounds with room (ceiling >= {self.gate}x): {len(self.rooms)} of {len(self.ceilings)}"
+        return text + (f"; share of the headroom used: {self.share:.0%} (median of those rounds)" if self.rooms else "")
+

@@ -1,0 +1,57 @@
+"""tools/stress.py: a failed assertion is reported with the values it compared; the busy program never outlives a run."""
+import nbformat
+import pytest
+from conftest import child_processes
+
+from tools import stress
+
+
+def test_assertion_parts_are_the_compared_expressions_and_names():
+    parts = stress.assertion_parts("assert speedup - 1 > 0.2 * (ceiling - 1)  # a comment")
+    assert parts == ["speedup - 1", "0.2 * (ceiling - 1)", "speedup", "ceiling"]
+    assert stress.assertion_parts("x = 1") == [] and stress.assertion_parts("assert (") == []
+
+
+def test_failing_line_reads_the_line_the_traceback_names():
+    traceback = ["\x1b[0;31mAssertionError\x1b[0m", "Cell \x1b[0;32mIn[7], line 2\x1b[0m", "----> 2 assert b"]
+    assert stress.failing_line(traceback, "a = 1\nassert b\n") == "assert b"
+    assert stress.failing_line(["no cell named"], "assert b") == ""
+
+
+def test_a_failed_run_names_its_cell_and_the_values_its_assertion_compared(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("ratio = 1.25\nfloor = 2"),
+                                         nbformat.v4.new_code_cell("import math\nassert ratio > floor * math.sqrt(1)"),
+                                         nbformat.v4.new_code_cell("raise SystemExit('never reached')")])
+    path = tmp_path / "99_planted.ipynb"
+    nbformat.write(nb, path)
+    run = stress.execute(stress.Run("99", 1, busy=True), path, timeout_s=60)
+    assert not run.passed and run.failed_cell == 2 and run.error.startswith("AssertionError")
+    assert run.assertion == "assert ratio > floor * math.sqrt(1)"
+    assert run.values == {"ratio": "1.25", "floor * math.sqrt(1)": "2.0", "floor": "2"}  # the module `math` is left out
+    assert "    ratio = 1.25" in stress.table([run]).splitlines()
+
+
+def test_busy_program_is_stopped(monkeypatch, tmp_path):
+    started = []
+    original = stress.busy_program
+    monkeypatch.setattr(stress, "busy_program", lambda: started.append(original()) or started[-1])
+    monkeypatch.setattr(stress, "lesson_path", lambda lesson: tmp_path / "x.ipynb")
+
+    def fails(run, path, timeout_s):
+        if run.busy:
+            raise RuntimeError("the kernel died")
+        return run
+
+    monkeypatch.setattr(stress, "execute", fails)
+    with pytest.raises(RuntimeError, match="the kernel died"):
+        stress.stress(["99"], runs=2, timeout_s=1, log=lambda line: None)  # run 2 is the busy one
+    assert len(started) == 1 and started[0].poll() is not None and child_processes() == []
+
+
+def test_bad_arguments_are_named(capsys):
+    with pytest.raises(SystemExit):
+        stress.main(["--runs", "0"])
+    assert "--runs must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        stress.main(["42"])
+    assert "lesson '42'" in capsys.readouterr().err
