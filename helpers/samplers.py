@@ -62,8 +62,10 @@ class DistributedWeightedSampler(Sampler[int]):
                 f"{self.total_size} for {self.num_replicas} ranks) must not exceed the {drawable} samples with weight > 0"
                 f" (of len(weights)={len(self.weights)}); lower num_samples or pass drop_last=True"
             )
+        # Draws use the weights scaled so the largest is 1: a sum of 1e308s overflows, and Exp/1e-320 keys are all inf.
+        self._largest = float(self.weights.max())
         # The once-per-sampler preparation: the running sum that every draw searches (torch.multinomial rebuilds it per call).
-        self._cumulative = np.cumsum(self.weights.cpu().numpy()) if replacement else None
+        self._cumulative = np.cumsum(self.weights.cpu().numpy() / self._largest) if replacement else None
         self._last_drawable = len(self.weights) - 1 - int(torch.argmax(self.weights.flip(0).gt(0).to(torch.uint8)))
         self._resume_at = 0  # where the next __iter__ starts in this epoch (set by load_state_dict)
         self._yielded = 0  # draws handed out by the current iteration, counted from the epoch's start
@@ -95,8 +97,8 @@ class DistributedWeightedSampler(Sampler[int]):
 
     def _without_replacement(self) -> torch.Tensor:
         """Efraimidis-Spirakis order (smallest Exp(1)/w keys first) as a (num_replicas, samples_per_rank) table: row r is rank r's part."""
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        keys = torch.empty(len(self.weights), dtype=torch.float64).exponential_(generator=generator) / self.weights
+        exponentials = torch.from_numpy(self._stream(0).standard_exponential(len(self.weights)))  # seeded by (seed, epoch), as with replacement
+        keys = exponentials / (self.weights.cpu() / self._largest)
         order = torch.topk(keys, self.total_size, largest=False, sorted=True).indices
         return order.view(self.samples_per_rank, self.num_replicas).T
 

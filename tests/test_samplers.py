@@ -269,3 +269,33 @@ def test_one_rank_of_eight_past_two_to_the_24_is_fast_and_resumes_at_once():
     first_s = time.perf_counter() - start
     assert epoch_s < 8 and first_s < 1, (epoch_s, first_s)
     assert [first, *rest] == list(last)
+
+
+# --- weights of extreme magnitude, and the seeding without replacement
+
+@pytest.mark.parametrize("weights", [[1e308, 1e308], [5e-324, 5e-324], [1e-320, 1e-320]], ids=["huge", "subnormal", "tiny"])
+def test_equal_weights_of_any_magnitude_draw_both_halves(weights):
+    # two equal weights: index 0 is drawn Binomial(10000, 1/2) times, 5000 +- 50 (sd); 4700-5300 is 6 sd either side
+    sampler = DistributedWeightedSampler(weights, num_replicas=1, rank=0, num_samples=10_000)
+    zeros = sum(1 for index in sampler if index == 0)
+    assert 4700 < zeros < 5300, zeros
+
+
+def test_tiny_equal_weights_without_replacement_are_a_uniform_permutation():
+    # four equal weights of 1e-320: each index should come first in about a quarter of 200 epochs (50 +- 6 sd)
+    sampler = DistributedWeightedSampler([1e-320] * 4, num_replicas=1, rank=0, replacement=False)
+    firsts = []
+    for epoch in range(200):
+        sampler.set_epoch(epoch)
+        firsts.append(next(iter(sampler)))
+    assert all(20 < firsts.count(index) < 80 for index in range(4)), [firsts.count(i) for i in range(4)]
+
+
+def test_without_replacement_seed_and_epoch_do_not_alias():
+    # seeding with seed + epoch made (seed 0, epoch 1) repeat (seed 1, epoch 0)
+    def draw(seed, epoch):
+        sampler = DistributedWeightedSampler(torch.ones(50), num_replicas=1, rank=0, replacement=False, seed=seed)
+        sampler.set_epoch(epoch)
+        return list(sampler)
+
+    assert draw(0, 1) != draw(1, 0) and draw(0, 1) == draw(0, 1)
