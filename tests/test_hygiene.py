@@ -99,6 +99,8 @@ def test_next_section_links_the_next_lesson(tmp_path, monkeypatch):
 def test_readme_never_calls_an_existing_lesson_in_preparation():
     assert check_notebooks.preparation_problems((ROOT / "README.md").read_text(), "README.md") == []
     assert check_notebooks.preparation_problems("Lesson 01 is in preparation.", "x")
+    assert check_notebooks.preparation_problems("In preparation (not in the repository yet): 07 a debugging clinic.", "x")
+    assert check_notebooks.preparation_problems("Lesson 99 is in preparation.", "x") == []
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)

@@ -1,5 +1,6 @@
 """helpers.transfer_bench: timing waits for the device, reference reports load, CUDA measurements refuse a CPU, measured on a GPU."""
 import json
+import re
 import time
 
 import pytest
@@ -162,3 +163,18 @@ def test_host_copy_sweep_moves_the_same_bytes_and_small_copies_cost_more():
 def test_host_copy_sweep_refuses_bad_sizes(chunks, total, says):
     with pytest.raises(ValueError, match=says):
         transfer_bench.host_copy_sweep(chunks, total_bytes=total)
+
+
+def test_committed_gpu_reports_are_as_the_tool_wrote_them():
+    """Each committed *-gpu-check.md is what tools/gpu_check.py renders from its .json: measurements are never edited by hand."""
+    from tools import gpu_check
+
+    reports = sorted((ROOT / "docs" / "reference-results").glob("*-gpu-check.json"))
+    assert len(reports) >= 1  # the H200 run of 2026-12-04 at least
+    for path in reports:
+        written = path.with_suffix(".md").read_text()
+        measured, _, suite = written.partition("## Test suite with ")
+        tests = {"command": "x", "exit_code": 0, "seconds": 0.0, "summary": "x"}
+        assert gpu_check.markdown(json.loads(path.read_text()), tests).partition("## Test suite with ")[0] == measured, path.name
+        commands = r"\(skipped: --skip-suite\)|COURSE_REQUIRE_CUDA=1 python -m pytest [^`]+"  # the two that main() writes
+        assert re.fullmatch(rf"COURSE_REQUIRE_CUDA=1\n`(?:{commands})` exited \d+ after \d+ s: [^\n]+\n", suite), (path.name, suite)

@@ -190,12 +190,12 @@ def sources_problems(path: Path) -> list[str]:
 def preparation_problems(text: str, where: str, root: Path = ROOT) -> list[str]:
     """Sentences calling a lesson "in preparation" although its notebook exists."""
     found = []
-    for sentence in re.split(r"(?<=[.;:])\s+", text.replace("\n", " ")):
+    for sentence in re.split(r"(?<=[.;])\s+", text.replace("\n", " ")):
         if "in preparation" not in sentence.lower():
             continue
         for lesson in _lessons(root):
             number = lesson.name[:2]
-            if re.search(rf"\b(lesson|lessons)\s+{number}\b", sentence, re.IGNORECASE) or lesson.stem in sentence:
+            if re.search(rf"\b{number}\b", sentence) or lesson.stem in sentence:  # "lesson 07", "07 a debugging clinic"
                 found.append(f"{where}: says lesson {number} is in preparation, but notebooks/{lesson.name} exists: "
                              f"`{sentence.strip()[:80]}`")
     return found
@@ -216,9 +216,9 @@ def problems(root: Path = ROOT) -> list[str]:
         if path.parent.name == "notebooks":
             found += structure_problems(path) + next_problems(path) + sources_problems(path)
     found += doc_link_problems(root)
-    readme = root / "README.md"
-    if readme.exists():
-        found += preparation_problems(readme.read_text(), "README.md", root)
+    for page in [root / "README.md", root / "CONTRIBUTING.md", *sorted((root / "docs").glob("*.md"))]:
+        if page.exists():
+            found += preparation_problems(page.read_text(), str(page.relative_to(root)), root)
     return found
 
 

@@ -103,7 +103,8 @@ def schedule(lessons: tuple[Lesson, ...] = LESSONS) -> str:
     for number, slots in enumerate(days, start=1):
         covered = [s.lesson.number for s in slots if s.lesson is not None]
         title = "Half day" if len(days) == 1 else f"Half day {number} of {len(days)}"
-        lines += [f"**{title}** (lessons {covered[0]}-{covered[-1]}, {slots[-1].end - DAY_START} minutes):", "", *_table(slots), ""]
+        span = f"lesson {covered[0]}" if covered[0] == covered[-1] else f"lessons {covered[0]}-{covered[-1]}"
+        lines += [f"**{title}** ({span}, {slots[-1].end - DAY_START} minutes):", "", *_table(slots), ""]
     full = plan(lessons, lunch=True)
     lines += [f"**Full day** (every lesson, {_clock(full[0].start)}-{_clock(full[-1].end)}):", "", *_table(full), "", END]
     return "\n".join(lines)
