@@ -264,3 +264,12 @@ def test_ready_command_runs():
 def test_pre_workshop_page_names_the_command_and_the_report():
     page = (DOCS / "pre-workshop.md").read_text()
     assert ".venv/bin/python -m helpers.ready" in page and "00_setup_check.ipynb" in page
+
+
+def test_pre_workshop_sample_of_section_7_lists_every_lesson():
+    """The sample of lesson 00's section 7 has one line per lesson in LESSONS, in order, with what each needs."""
+    from helpers.course import LESSONS, NEEDS
+
+    page = (DOCS / "pre-workshop.md").read_text()
+    lines = re.findall(r"^(\d\d_\w+): (?:full effect|falls back) \(([^)]+)\)", page, flags=re.MULTILINE)
+    assert lines == [(lesson.stem, NEEDS[lesson.needs]) for lesson in LESSONS]
