@@ -24,11 +24,13 @@ def test_a_failed_run_names_its_cell_and_the_values_its_assertion_compared(tmp_p
                                          nbformat.v4.new_code_cell("raise SystemExit('never reached')")])
     path = tmp_path / "99_planted.ipynb"
     nbformat.write(nb, path)
-    run = stress.execute(stress.Run("99", 1, busy=True), path, timeout_s=60)
+    run = stress.execute(stress.Run("99", 1, busy=True), path, timeout_s=60, keep=tmp_path / "kept")
     assert not run.passed and run.failed_cell == 2 and run.error.startswith("AssertionError")
     assert run.assertion == "assert ratio > floor * math.sqrt(1)"
     assert run.values == {"ratio": "1.25", "floor * math.sqrt(1)": "2.0", "floor": "2"}  # the module `math` is left out
     assert "    ratio = 1.25" in stress.table([run]).splitlines()
+    kept = nbformat.read(tmp_path / "kept" / "99_planted-run1-busy.ipynb", as_version=4)
+    assert kept.cells[2].outputs[0].ename == "AssertionError"
 
 
 def test_busy_program_is_stopped(monkeypatch, tmp_path):
@@ -37,7 +39,7 @@ def test_busy_program_is_stopped(monkeypatch, tmp_path):
     monkeypatch.setattr(stress, "busy_program", lambda: started.append(original()) or started[-1])
     monkeypatch.setattr(stress, "lesson_path", lambda lesson: tmp_path / "x.ipynb")
 
-    def fails(run, path, timeout_s):
+    def fails(run, path, timeout_s, keep):
         if run.busy:
             raise RuntimeError("the kernel died")
         return run

@@ -105,8 +105,11 @@ def _inspection_source(parts: list[str]) -> str:
     )
 
 
-def execute(run: Run, path: Path, timeout_s: int) -> Run:
-    """Execute the notebook cell by cell in a fresh kernel; on a failing cell, read its assertion's values and stop."""
+def execute(run: Run, path: Path, timeout_s: int, keep: Path | None = None) -> Run:
+    """Execute the notebook cell by cell in a fresh kernel; on a failing cell, read its assertion's values and stop.
+
+    keep: a folder to write the executed notebook to, as `<stem>-run<N>[-busy].ipynb`, to read what each run printed.
+    """
     import nbclient
     import nbformat
 
@@ -136,6 +139,9 @@ def execute(run: Run, path: Path, timeout_s: int) -> Run:
                 run.failed_cell, run.error = index, f"{type(error).__name__}: {error}"[:300]
                 break
     run.seconds = time.perf_counter() - start
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, keep / f"{path.stem}-run{run.number}{'-busy' if run.busy else ''}.ipynb")
     return run
 
 
@@ -144,7 +150,7 @@ def busy_program() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def stress(lessons: list[str], runs: int, timeout_s: int, log=print) -> list[Run]:
+def stress(lessons: list[str], runs: int, timeout_s: int, log=print, keep: Path | None = None) -> list[Run]:
     """Every lesson `runs` times, the even-numbered runs beside a busy program; returns every run."""
     results = []
     for lesson in lessons:
@@ -153,7 +159,7 @@ def stress(lessons: list[str], runs: int, timeout_s: int, log=print) -> list[Run
             run = Run(lesson, number, busy=number % 2 == 0, name=path.stem)
             burner = busy_program() if run.busy else None
             try:
-                execute(run, path, timeout_s)
+                execute(run, path, timeout_s, keep)
             finally:
                 if burner is not None:
                     burner.kill()
@@ -200,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lessons", nargs="*", default=list(TIMED_LESSONS), help=f"lesson numbers (default: {' '.join(TIMED_LESSONS)})")
     parser.add_argument("--runs", type=int, default=5, help="runs per lesson; the even-numbered ones beside a busy program (default 5)")
+    parser.add_argument("--keep", type=Path, help="a folder for every executed notebook, to read what each run printed")
     parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help=f"seconds per cell (default {CELL_TIMEOUT_S})")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -209,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             lesson_path(lesson)
         except ValueError as error:
             parser.error(str(error))
-    results = stress(args.lessons, args.runs, args.cell_timeout, log=lambda line: print(line, flush=True))
+    results = stress(args.lessons, args.runs, args.cell_timeout, log=lambda line: print(line, flush=True), keep=args.keep)
     print("\n" + table(results))
     left = leftover_children()
     if left:
