@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from helpers._validate import as_int, short
+from helpers._validate import as_fraction, as_int, short
 
 
 def write_shards(
@@ -230,3 +230,49 @@ class LabelCostDataset(Dataset):
     def __getitem__(self, index: int) -> int:
         time.sleep(self.ms_per_label[self.labels[index]] / 1000)
         return self.labels[index]
+
+
+
+class CountedStream(IterableDataset):
+    """Items 0..num_items-1 read one at a time, `ms_per_item` each, counting every read in `reads` (lesson 06).
+
+    It has no state_dict, so torchdata's StatefulDataLoader resumes it by reading again, and dropping, the batches it had
+    yielded before the stop. `reads` counts the reads of this process's copy (use num_workers=0 to count them all).
+    """
+
+    def __init__(self, num_items: int, ms_per_item: float = 0.0) -> None:
+        self.num_items = as_int("num_items", num_items, minimum=1)
+        self.ms_per_item = as_fraction("ms_per_item", ms_per_item, 0.0, 1000.0, include_low=True, include_high=True)
+        self.position, self.reads = 0, 0
+
+    def _start(self) -> int:
+        """Where an iteration starts: always the beginning."""
+        return 0
+
+    def __iter__(self) -> Iterator[int]:
+        start, self.position = self._start(), 0
+        for item in range(start, self.num_items):
+            time.sleep(self.ms_per_item / 1000)
+            self.reads += 1
+            self.position = item + 1
+            yield item
+
+
+class SeekableCountedStream(CountedStream):
+    """CountedStream with state_dict / load_state_dict: a resumed iteration starts at the saved position, reading nothing twice (lesson 06)."""
+
+    def __init__(self, num_items: int, ms_per_item: float = 0.0) -> None:
+        super().__init__(num_items, ms_per_item)
+        self._resume_at = 0
+
+    def _start(self) -> int:
+        start, self._resume_at = self._resume_at, 0
+        return start
+
+    def state_dict(self) -> dict[str, int]:
+        """The position: items read so far in this iteration."""
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Start the next iteration at state['position']."""
+        self._resume_at = as_int("state['position']", state["position"], minimum=0)

@@ -1,12 +1,14 @@
 """The rank functions lesson 06 runs with helpers.ddp.run and prints where it runs them; each returns what its rank saw, as plain data."""
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import torch
 import torch.distributed as dist
+import webdataset as wds
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, get_worker_info
 
 from helpers._validate import as_int, short
 from helpers.streaming import ShardedStream, UnshardedStream
@@ -42,3 +44,25 @@ def train_on_shards(shards: list[str], fix: str = "none", num_workers: int = 2, 
             steps, samples = steps + 1, samples + len(batch["key"])
     dist.barrier()  # end of epoch: every rank waits for the others
     return {"steps": steps, "samples": samples}
+
+
+def _worker_id(sample: dict[str, Any]) -> int:
+    """The id of the DataLoader worker that read this sample (0 in the main process)."""
+    info = get_worker_info()
+    return 0 if info is None else info.id
+
+
+def with_epoch_per_worker(shards: list[str], samples: int = 10, num_workers: int = 2) -> dict[str, Any]:
+    """webdataset's `with_epoch(samples)` on this rank: samples each worker yielded, with empty_check on (the default) and off, or the error."""
+    samples, num_workers = as_int("samples", samples, minimum=1), as_int("num_workers", num_workers, minimum=1)
+    outcome: dict[str, Any] = {}
+    for empty_check in (False, True):  # the raising one last: no loader forks workers while its failed iterator is still alive
+        pipeline = wds.WebDataset(shards, nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker, shardshuffle=False,
+                                  empty_check=empty_check).map(_worker_id).with_epoch(samples)
+        try:
+            counts = collections.Counter(DataLoader(pipeline, batch_size=None, num_workers=num_workers))
+            outcome[f"empty_check={empty_check}"] = [counts.get(worker, 0) for worker in range(num_workers)]
+        except ValueError as error:  # a worker's exception, re-raised here by the DataLoader with the worker's traceback
+            original = str(error).rsplit("ValueError: ", 1)[-1]  # the worker's own message, after its traceback
+            outcome[f"empty_check={empty_check}"] = "ValueError: " + " ".join(original.split())
+    return outcome

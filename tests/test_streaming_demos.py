@@ -87,3 +87,36 @@ def test_stateful_loader_resumes_each_rank_of_distributed_weighted_sampler():
         resumed = loader()
         resumed.load_state_dict(state)
         assert head + [i for b in resumed for i in b.tolist()] == full
+
+
+def test_with_epoch_equalises_workers_with_shards_only(tmp_path):
+    three = [str(p) for p in streaming.write_shards(tmp_path, num_samples=24, samples_per_shard=8)]  # 3 shards, 2 x 2 readers
+    ranks = ddp.run(streaming_demos.with_epoch_per_worker, three, kwargs={"samples": 10}, world_size=2, backend="gloo")
+    assert ranks[0] == {"empty_check=False": [10, 10], "empty_check=True": [10, 10]}
+    assert ranks[1]["empty_check=False"] == [10, 0]
+    assert ranks[1]["empty_check=True"].startswith("ValueError: No samples found in dataset; perhaps you have fewer shards than workers")
+
+
+@pytest.mark.parametrize("stream_class, reads", [(streaming.CountedStream, 96), (streaming.SeekableCountedStream, 56)])
+def test_a_stream_without_state_dict_is_read_again_on_resume(stream_class, reads):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    first = StatefulDataLoader(stream_class(96), batch_size=8)
+    iterator = iter(first)
+    head = [i for _ in range(5) for i in next(iterator).tolist()]
+    state = first.state_dict()
+    del iterator, first
+    stream = stream_class(96)
+    resumed = StatefulDataLoader(stream, batch_size=8)
+    resumed.load_state_dict(state)
+    assert head + [i for b in resumed for i in b.tolist()] == list(range(96))
+    assert stream.reads == reads  # 96 - 5 x 8 = 56 delivered; without a state_dict the 40 before are read again
+
+
+def test_counted_streams_reject_bad_arguments():
+    with pytest.raises(ValueError, match="num_items must be at least 1"):
+        streaming.CountedStream(0)
+    with pytest.raises(ValueError, match="ms_per_item"):
+        streaming.CountedStream(4, ms_per_item=-1)
+    with pytest.raises(ValueError, match="with_epoch|samples must be at least 1"):
+        streaming_demos.with_epoch_per_worker(["x.tar"], samples=0)

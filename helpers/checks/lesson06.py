@@ -102,6 +102,24 @@ class _H5OpenedInInit(LazyH5Right):
         self.file = h5py.File(path, "r")
 
 
+class _H5LabelTensor(LazyH5Right):
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, Any]:
+        inputs, label = super().__getitem__(index)
+        return inputs, torch.tensor(label)
+
+
+class _H5NumpyRow(LazyH5Right):
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        inputs, label = super().__getitem__(index)
+        return inputs.numpy(), label
+
+
+class _H5ReopenedEveryItem(LazyH5Right):
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        self.file = h5py.File(self.path, "r")  # a new handle each time; the old one closes when dropped
+        return torch.from_numpy(self.file["inputs"][index]), int(self.file["labels"][index])
+
+
 class _H5OpenedPerItem(LazyH5Right):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         with h5py.File(self.path, "r") as file:
@@ -111,6 +129,11 @@ class _H5OpenedPerItem(LazyH5Right):
 def _open_files() -> int:
     """How many HDF5 files this process has open."""
     return h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE)
+
+
+def _handles(dataset: Any) -> list[h5py.File]:
+    """The open h5py.File objects the dataset keeps in its attributes."""
+    return [value for value in vars(dataset).values() if isinstance(value, h5py.File) and value.id.valid]
 
 
 def _close_files(dataset: Any) -> None:
@@ -124,6 +147,9 @@ def _close_files(dataset: Any) -> None:
     Wrong(_H5OpenedInInit, "already open after __init__"),
     Wrong(_H5OpenedPerItem, "opened and closed the file"),
     Wrong("not a class", "expected a Dataset class"),
+    Wrong(_H5LabelTensor, "labels[index] as an int"),
+    Wrong(_H5NumpyRow, "inputs[index] as a tensor"),
+    Wrong(_H5ReopenedEveryItem, "a new handle"),
 ])
 def check_lazy_h5(answer: Answer) -> str:
     """Exercise 06.2: an HDF5-backed Dataset that opens its file on the first item, once per process that reads it."""
@@ -164,14 +190,27 @@ def _check_lazy(answer: Answer, dataset: Any, path: str, before: int, inputs: np
             dataset[1]
         raise Failed(f"{name} opened and closed the file for each item: open it once, on the first item, keep the handle "
                      "(self.file) and reuse it; reopening costs a file open and metadata read per sample")
+    handles = _handles(dataset)  # held here, so a dropped handle stays open and its id cannot be reused by a new one
     with answer.calling(f"{name}(1), {name}(2)"):
         dataset[1], dataset[2]
+    replaced = handles and any(all(new is not old for old in handles) for new in _handles(dataset))
+    for old in handles:
+        if all(old is not kept for kept in _handles(dataset)):
+            old.close()
+    if replaced:
+        raise Failed(f"{name} opened a new handle for a later item (the old one closed when it was dropped): open the file only "
+                     "when none is open yet (if self.file is None), and keep that handle")
     if _open_files() > before + 1:
         raise Failed(f"after 3 items {_open_files() - before} files are open: open the file only when none is open yet "
                      "(if self.file is None)")
     if not (isinstance(first, (tuple, list)) and len(first) == 2 and torch.equal(torch.as_tensor(first[0]), torch.from_numpy(inputs[0]))
-            and int(first[1]) == labels[0]):
-        raise Failed(f"{name}(0) returned {first!r}; expected (inputs[0] as a tensor, labels[0])")
+            and first[1] == labels[0]):
+        raise Failed(f"{name}(0) returned {first!r}; expected (inputs[0] as a tensor, labels[0] as an int)")
+    if not isinstance(first[0], torch.Tensor):
+        raise Failed(f"{name}(0) returned inputs[0] as a {type(first[0]).__name__}: return inputs[index] as a tensor (torch.from_numpy)")
+    if type(first[1]) is not int:
+        raise Failed(f"{name}(0) returned labels[0] as a {type(first[1]).__name__}: return labels[index] as an int (int(...)), "
+                     "which the DataLoader collates into a 1-D tensor of labels")
     if "fork" not in multiprocessing.get_all_start_methods():
         raise Failed("this check reads the file in worker processes, which needs the fork start method (Linux, macOS); on Windows use WSL2")
     _close_files(dataset)

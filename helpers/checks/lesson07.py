@@ -121,6 +121,10 @@ def loader_with_workers_right(dataset: Any, batch_size: int) -> DataLoader:
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=2 * (os.cpu_count() or 1),
                                                  persistent_workers=True), "workers-oversubscribed"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=-1), "raised ValueError"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, num_workers=usable_cpus(), persistent_workers=True),
+          "not shuffled"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=usable_cpus()),
+          "persistent_workers"),
 ])
 def check_loader_with_workers(answer: Answer) -> str:
     """Exercise 07.2: DataLoader workers that decode beside the loop: the doctor finds no faster num_workers and nothing new."""
@@ -129,6 +133,11 @@ def check_loader_with_workers(answer: Answer) -> str:
     if loader.num_workers == 0:
         raise Failed(f"the loader from {answer.name} has num_workers=0: every sample is still decoded in the training loop's "
                      "process, between steps. Give it workers (this machine's usable cores: helpers.env.usable_cpus())")
+    if not isinstance(loader.sampler, RandomSampler):
+        raise Failed(f"the loader from {answer.name} is not shuffled ({type(loader.sampler).__name__}): every epoch would see "
+                     "the samples in the same order; pass shuffle=True")
+    if not loader.persistent_workers:
+        raise Failed(f"the loader from {answer.name} starts new workers every epoch: pass persistent_workers=True to keep them")
     with answer.calling(f"the doctor reading the loader from {answer.name}"):
         found = _problems(loader)
     del loader  # persistent workers exit here
@@ -169,16 +178,22 @@ def to_array_right(rows: list[list[float]]) -> np.ndarray:
 
 
 @exercise("07.3", "to_array", right=to_array_right, wrong=[
-    Wrong(lambda rows: rows, "still finds copy-on-read"),
-    Wrong(lambda rows: np.array(rows, dtype=object), "still finds copy-on-read"),
-    Wrong(lambda rows: tuple(tuple(row) for row in rows), "still finds copy-on-read"),
+    Wrong(lambda rows: rows, "one block of numbers"),
+    Wrong(lambda rows: np.array(rows, dtype=object), "one block of numbers"),
+    Wrong(lambda rows: tuple(tuple(row) for row in rows), "one block of numbers"),
     Wrong(lambda rows: np.asarray(rows, dtype=np.float16), "the values"),
+    Wrong(lambda rows: [np.asarray(row, dtype=np.float32) for row in rows], "one block of numbers"),
+    Wrong(lambda rows: [torch.tensor(row) for row in rows], "one block of numbers"),
 ])
 def check_to_array(answer: Answer) -> str:
     """Exercise 07.3: the raw rows stored so that workers read them without copying: the doctor's copy-on-read gone, nothing new."""
     raw, labels = clinic.training_data()
     with answer.calling(f"{answer.name}(rows)"):
         stored = answer.value(raw.tolist())
+    if not isinstance(stored, (np.ndarray, torch.Tensor)) or stored.dtype == object:
+        raise Failed(f"{answer.name}(rows) returned a {type(stored).__name__} of {type(stored[0]).__name__ if len(stored) else 'nothing'}: "
+                     "each row is still its own Python object, whose reference count a worker writes. Return one block of "
+                     "numbers: a 2-D numpy array (np.asarray(rows, dtype=np.float32))")
     try:
         values = np.asarray(stored, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -189,7 +204,7 @@ def check_to_array(answer: Answer) -> str:
     with answer.calling(f"the doctor reading a dataset that keeps what {answer.name} returned"):
         found = _problems(_fork_loader(_Rows(stored, labels)))
     detail = _judge(answer.name, found, _planted_rows(), "copy-on-read")
-    return f"{detail}; {type(stored).__name__} of {getattr(stored, 'dtype', 'objects')}"
+    return f"{detail}; {type(stored).__name__} of {stored.dtype}"
 
 
 # --- 07.4: split the evaluation stream (unsharded-eval-stream) by rank, then by worker
