@@ -593,6 +593,8 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
         # ipywidgets 8 gives the views of IntSlider and FloatSlider the class "jupyter-widgets" but not SelectionSlider's:
         # added, so that these sliders carry the classes of every other slider in the course (the browser test finds them so)
         slider.add_class("jupyter-widgets")
+    if not torch.accelerator.is_available():  # the fault pins for a CUDA copy: without an accelerator both positions run the same code
+        sliders["pin-on-the-fly"].description = "pin-on-the-fly (no effect: no GPU)"
     output = widgets.Output()
     live = {run.fixed & frozenset(ONE_PROCESS): run for run in (planted, fixed)}  # runs already made: no need to repeat them
 

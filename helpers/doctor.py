@@ -171,7 +171,7 @@ class Diagnosis:
                  f"{len(self.findings) - len(self.errors) - len(self.warnings)} info, in {self.elapsed_s:.1f} s "
                  f"(budget {self.budget_s:g} s)"]
         for f in self.findings:
-            lines += [f"[{f.severity}] {f.code}: {f.message}", f"    fix: {f.fix}", f"    taught in: {f.lesson}"]
+            lines += [f"[{f.severity}] {f.code}: {f.message}", f"    fix: {f.fix}"] + ([f"    taught in: {f.lesson}"] if f.lesson else [])
         if not self.findings:
             lines.append("no findings: nothing measured here needs a change")
         lines.append("measured: " + ", ".join(f"{k}={_fmt(v)}" for k, v in self.measurements.items()))

@@ -238,7 +238,9 @@ def test_fault_widget_has_a_slider_per_fault_and_reuses_given_runs(monkeypatch):
     monkeypatch.setattr(clinic, "train", lambda fixed: pytest.fail(f"train({sorted(fixed)}) should have come from the given runs"))
     box = clinic.fault_widget(given, given, {"uneven-shards": "a", "no-set-epoch": "b", "none": "c"})
     sliders = box.children[:-1]
-    assert [s.description for s in sliders] == list(clinic.FAULTS) and all(s.options == ("planted", "fixed") for s in sliders)
+    assert [s.description.split(" (")[0] for s in sliders] == list(clinic.FAULTS) and all(s.options == ("planted", "fixed") for s in sliders)
+    pin = sliders[list(clinic.FAULTS).index("pin-on-the-fly")].description  # without a GPU the slider says it changes nothing
+    assert (pin == "pin-on-the-fly") == torch.accelerator.is_available() and pin.startswith("pin-on-the-fly")
     import matplotlib.pyplot as plt
 
     plt.close("all")

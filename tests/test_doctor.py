@@ -383,3 +383,9 @@ def test_command_line_names_a_bad_spec(tmp_path):
     result = subprocess.run([sys.executable, "-m", "helpers.doctor", "no_colon_here"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert result.returncode != 0 and re.search(r"loader must look like module:function, got 'no_colon_here'", result.stderr)
+
+
+def test_a_finding_without_a_lesson_prints_no_empty_taught_in():
+    finding = doctor.Finding("mine", "warning", "a message", "a fix")
+    text = str(doctor.Diagnosis(findings=[finding], measurements={}, not_measured={}, elapsed_s=0.1, budget_s=1.0))
+    assert "fix: a fix" in text and "taught in" not in text
