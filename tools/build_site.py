@@ -154,11 +154,20 @@ def is_fresh(source: Path, executed_dir: Path = EXECUTED_DIR, code: str | None =
     return meta.get("digest") == source_digest(source, code)
 
 
+# What executing the notebooks prints to this terminal that is not a problem.
+EXPECTED_NOISE = ("Expected while the notebooks execute: 'Kernel is running over TCP without encryption' once per notebook (each "
+                  "kernel listens on this machine's loopback only), and lesson 00's deliberate traceback ('An attempt has been made "
+                  "to start a new process before the current process has finished its bootstrapping phase': its section 4 runs a "
+                  "script without a main guard on purpose). A notebook that really fails stops the build with its error.")
+
+
 def ensure_executed(notebooks: list[Path], executed_dir: Path = EXECUTED_DIR, fresh: bool = False, log=print) -> list[Path]:
     """Execute the notebooks whose executed copy is missing or stale (all with fresh=True); return those executed."""
     code = code_digest()
     todo = [source for source in notebooks if fresh or not is_fresh(source, executed_dir, code)]
     machine = hardware() if todo else None
+    if todo:
+        log(EXPECTED_NOISE)
     for number, source in enumerate(todo, 1):
         start = time.monotonic()
         execute(source, executed_dir, machine)
