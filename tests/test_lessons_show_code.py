@@ -22,7 +22,7 @@ def dotted(node: ast.AST) -> str | None:
 
 
 def shown_and_launched(source: str) -> tuple[set[str], list[str]]:
-    """What one code cell shows (getsource(x) arguments, functions a %%writefile'd module or a def defines) and launches."""
+    """What one code cell shows (getsource(x) or source.mechanism(x) arguments, functions a %%writefile'd module or a def defines) and launches."""
     if match := WRITEFILE.match(source):
         tree = ast.parse(source[match.end():])
         names = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -43,7 +43,7 @@ def shown_and_launched(source: str) -> tuple[set[str], list[str]]:
         if not isinstance(node, ast.Call) or not (name := dotted(node.func)):
             continue
         target = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "fn"), None)
-        if name.split(".")[-1] == "getsource" and target is not None and dotted(target):
+        if name.split(".")[-1] in {"getsource", "mechanism"} and target is not None and dotted(target):
             shown.add(dotted(target))
         elif name in LAUNCHERS and target is not None:
             launched.append(dotted(target) or ast.unparse(target))
