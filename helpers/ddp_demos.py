@@ -165,8 +165,25 @@ def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 2
     workers = len(psutil.Process().children())  # this rank's child processes: its DataLoader workers
     del iterator  # stops them
     dist.barrier()  # every rank starts timing together
+    me = psutil.Process()
+    mine, machine, start = _cpu_seconds(me.cpu_times()), _busy_seconds(psutil.cpu_times()), time.perf_counter()
     # Timed from iter() to the last batch: batches the workers prefetch while a warm-up is left out would count for free
-    return {"workers": workers, "samples_per_s": benchmark_loader(loader, num_batches=num_batches, warmup_batches=0).samples_per_s}
+    samples_per_s = benchmark_loader(loader, num_batches=num_batches, warmup_batches=0).samples_per_s  # its workers exit inside
+    wall_s = time.perf_counter() - start
+    return {"workers": workers, "samples_per_s": samples_per_s, "wall_s": wall_s,
+            "cpu_s": _cpu_seconds(me.cpu_times()) - mine,  # this rank and its workers (reaped when they exit)
+            "machine_busy_s": _busy_seconds(psutil.cpu_times()) - machine}  # every program on the machine
+
+
+def _cpu_seconds(times: Any) -> float:
+    """CPU seconds of a process and its reaped children, from psutil's cpu_times()."""
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _busy_seconds(times: Any) -> float:
+    """CPU seconds the whole machine spent busy (not idle, not waiting for I/O), from psutil.cpu_times()."""
+    fields = times._asdict()
+    return sum(fields.values()) - sum(fields.get(name, 0.0) for name in ("idle", "iowait", "guest", "guest_nice"))
 
 
 def epoch_shape(num_items: int, batch_size: int) -> dict[str, int]:

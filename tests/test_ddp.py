@@ -253,3 +253,14 @@ def test_a_rank_that_cannot_start_raises_its_own_error(monkeypatch):
     with pytest.raises(OSError, match="simulated"):
         ddp.run(ddp_demos.whoami, world_size=2, backend="gloo", timeout_s=30)
     assert len(started) == 1 and not psutil.pid_exists(started[0].pid)  # killed and reaped (no_leftovers checks its children too)
+
+
+def test_loader_sweep_counts_the_cpu_its_items_cost():
+    """Each item costs 1 ms of CPU: a rank's CPU seconds (its own and its workers') hold at least its samples' cost."""
+    runs = ddp.run(ddp_demos.loader_sweep, kwargs={"worker_counts": [0, 2], "rounds": 1}, world_size=2, backend="gloo")
+    for rank_runs in runs:
+        for run in rank_runs:
+            samples = 24 * 16  # loader_processes reads 24 batches of 16
+            # the items' spin alone is samples x 1 ms; the loader, collation and (with workers) pickling add to it
+            assert 0.8 * samples * 0.001 <= run["cpu_s"] <= 4 * samples * 0.001 + 1.0, run
+            assert run["machine_busy_s"] >= 0.8 * run["cpu_s"], run  # the whole machine was busy at least with this rank
