@@ -1,6 +1,7 @@
 """Lesson 06's self-checks: shards per rank and worker, HDF5 opened in the worker, resuming a sampler, a shard count."""
 from __future__ import annotations
 
+import math
 import multiprocessing
 import pickle
 import tempfile
@@ -33,6 +34,8 @@ SHARD_SPLITS = ((12, 4, 3), (10, 2, 2), (5, 2, 0), (3, 2, 2))
     Wrong(lambda shards, rank, world_size, worker_id, num_workers: shards[rank::world_size][worker_id::max(1, num_workers)][:1],
           "no reader took"),
     Wrong(lambda shards, rank, world_size, worker_id, num_workers: shards if rank == worker_id == 0 else [], "equal shares"),
+    Wrong(lambda shards, rank, world_size, worker_id, num_workers: (s for s in shards[rank::world_size][worker_id::max(1, num_workers)]),
+          "a generator is used up"),
 ])
 def check_my_shards(answer: Answer) -> str:
     """Exercise 06.1: the shards one (rank, worker) reads, so that every shard is read exactly once across all readers."""
@@ -45,7 +48,10 @@ def check_my_shards(answer: Answer) -> str:
                 call = f"{name}({num_shards} shards, rank={rank}, world_size={world_size}, worker_id={worker}, num_workers={num_workers})"
                 with answer.calling(call, hint=lambda exc: " (num_workers=0 means the main process reads: one reader per rank)"):
                     got = answer.value(list(shards), rank, world_size, worker, num_workers)
-                if isinstance(got, (str, bytes)) or not all(isinstance(shard, str) for shard in _as_list(got, call)):
+                if not isinstance(got, (list, tuple)):
+                    raise Failed(f"{call} returned a {type(got).__name__}; expected a list of shard names (a generator "
+                                 "is used up after one pass: return a list)")
+                if not all(isinstance(shard, str) for shard in got):
                     raise Failed(f"{call} returned {got!r}; expected a list of shard names taken from shards")
                 for shard in got:
                     if shard not in shards:
@@ -235,12 +241,32 @@ def remaining_right(sampler: DistributedWeightedSampler, epoch: int, steps_done:
     Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch) or list(sampler), "already trained on"),
     Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch) or list(sampler)[steps_done:],
           "steps_done * batch_size"),
+    Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(3) or list(sampler)[steps_done * batch_size:],
+          "restore the epoch"),
+    Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch) or list(sampler)[40:], "returned"),
+    Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch) or [float(i) for i in list(sampler)[steps_done * batch_size:]],
+          "list of float"),
+    Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch) or torch.tensor(list(sampler))[steps_done * batch_size:],
+          "returned a Tensor"),
+    Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch) or sampler.global_indices().tolist()[steps_done * batch_size:],
+          "its own part"),
 ])
 def check_remaining_indices(answer: Answer) -> str:
     """Exercise 06.3: the indices a restarted rank still has to train on, mid-epoch, from (epoch, steps_done, batch_size)."""
+    for epoch, steps_done, batch_size in RESUME_CASES:
+        _check_resume(answer, epoch, steps_done, batch_size)
+    cases = ", ".join(f"epoch {e} after {k} steps of {b}" for e, k, b in RESUME_CASES)
+    return f"{answer.name} resumes every rank exactly as the uninterrupted epoch continues ({cases})"
+
+
+# (epoch, steps_done, batch_size): mid-epoch, at the start of epoch 0, and a late stop with an odd batch size
+RESUME_CASES = ((3, 5, 8), (0, 0, 4), (7, 11, 3))
+
+
+def _check_resume(answer: Answer, epoch: int, steps_done: int, batch_size: int) -> None:
+    """One case of exercise 06.3, on both ranks of 2."""
     name = answer.name
     weights = torch.linspace(0.1, 1.0, 200)
-    epoch, steps_done, batch_size = 3, 5, 8
     for rank in (0, 1):
         uninterrupted = DistributedWeightedSampler(weights, num_replicas=2, rank=rank, seed=4)
         uninterrupted.set_epoch(epoch)
@@ -248,13 +274,15 @@ def check_remaining_indices(answer: Answer) -> str:
         call = f"{name}(a fresh sampler of rank {rank}, epoch={epoch}, steps_done={steps_done}, batch_size={batch_size})"
         with answer.calling(call):
             got = answer.value(DistributedWeightedSampler(weights, num_replicas=2, rank=rank, seed=4), epoch, steps_done, batch_size)
-        try:
-            got = [int(index) for index in got]
-        except (TypeError, ValueError):
-            raise Failed(f"{call} returned {got!r}; expected the list of indices still to come") from None
+        if not isinstance(got, list) or not all(type(index) is int for index in got):
+            kind = type(got).__name__ if not isinstance(got, list) else f"list of {type(next(i for i in got if type(i) is not int)).__name__}"
+            raise Failed(f"{call} returned a {kind}; expected a list of ints (list(sampler) after resuming gives one)")
         if got == expected:
             continue
-        if len(got) == len(expected) + steps_done * batch_size:
+        if len(got) > len(expected) + steps_done * batch_size:
+            raise Failed(f"{call} returned {len(got)} indices, more than this rank's whole epoch ({len(uninterrupted)}): "
+                         "a rank resumes only its own part of the draw, the sampler it is given")
+        if steps_done and len(got) == len(expected) + steps_done * batch_size:
             raise Failed(f"{call} returned all {len(got)} indices of the epoch: the first {steps_done} batches were already "
                          f"trained on; skip steps_done * batch_size = {steps_done * batch_size} draws")
         if len(got) != len(expected):
@@ -262,17 +290,19 @@ def check_remaining_indices(answer: Answer) -> str:
                          f"so skip steps_done * batch_size = {steps_done * batch_size}")
         raise Failed(f"{call} returned the right number of indices but other ones: a restarted sampler is at epoch 0, so "
                      f"restore the epoch (set_epoch or load_state_dict) before skipping, or the rest of epoch {epoch} differs")
-    return f"{name} resumes epoch {epoch} after {steps_done} steps on both ranks, exactly as the uninterrupted epoch continues"
 
 
 SHARD_COUNT_CASES: tuple[Case, ...] = (
-    Case((4, 3, 5), 12, "with 8 shards each rank has 2 for its 3 workers, and one worker per rank gets none: use a multiple of "
-                        "ranks x workers = 12"),
+    Case((4, 3, 5), 12, "the smallest multiple of 4 ranks x 3 workers = 12 readers that is at least 5 (with 8, say, each rank "
+                        "would have 2 shards for its 3 workers and one worker per rank would get none)"),
     Case((4, 3, 12), 12, "12 already is a multiple of 4 ranks x 3 workers"),
     Case((4, 3, 13), 24, "13 shards for 12 readers leave 11 of them idle while one reads its second shard: the next multiple of "
                          "ranks x workers is 24"),
     Case((2, 0, 3), 4, "num_workers=0 means the main process reads: one reader per rank, so a multiple of 2"),
+    Case((2, 2, 5), 8, "2 ranks x 2 workers are 4 readers; the smallest multiple of 4 that is at least 5 is 8"),
     Case((0, 3, 10), ValueError, "ranks=0 is no setup at all: raise ValueError"),
+    Case((4, -1, 10), ValueError, "workers=-1 is not a number of workers: raise ValueError"),
+    Case((4, 3, 0), ValueError, "min_shards=0 asks for no data: raise ValueError (at least one shard)"),
 )
 
 
@@ -285,9 +315,14 @@ def shard_count_right(ranks: int, workers: int, min_shards: int) -> int:
 
 
 @exercise("06.4", "shard_count", right=shard_count_right, wrong=[
-    Wrong(lambda ranks, workers, min_shards: shard_count_right(ranks, 1, min_shards), "one worker per rank gets none"),
+    Wrong(lambda ranks, workers, min_shards: shard_count_right(ranks, 1, min_shards), "one worker per rank would get none"),
     Wrong(lambda ranks, workers, min_shards: max(min_shards, ranks * workers), "returned 13"),
     Wrong(lambda ranks, workers, min_shards: -(-min_shards // (ranks * workers)) * ranks * workers, "raised ZeroDivisionError"),
+    Wrong(lambda ranks, workers, min_shards: -(-min_shards // math.lcm(ranks, max(1, workers))) * math.lcm(ranks, max(1, workers))
+          if ranks >= 1 and workers >= 0 and min_shards >= 1 else shard_count_right(ranks, workers, min_shards), "returned 6"),
+    Wrong(lambda ranks, workers, min_shards: shard_count_right(max(ranks, 1) if ranks else 0, max(workers, 0), min_shards)
+          if ranks >= 1 else shard_count_right(ranks, workers, min_shards), "workers=-1"),
+    Wrong(lambda ranks, workers, min_shards: 0 if min_shards == 0 else shard_count_right(ranks, workers, min_shards), "min_shards=0"),
 ])
 def check_shard_count(answer: Answer) -> str:
     """Exercise 06.4: the smallest multiple of ranks x workers that is at least min_shards."""

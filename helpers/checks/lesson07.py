@@ -1,11 +1,13 @@
 """Lesson 07's self-checks: each reruns the loader doctor on the learner's fix of a clinic fault (the finding gone, nothing new), and one checks a finding of the learner's own."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,7 +22,8 @@ from torch.utils.data import (
     get_worker_info,
 )
 
-from helpers import clinic, doctor
+from helpers import clinic, doctor, env
+from helpers._validate import short
 from helpers.checks.core import Answer, Failed, Wrong, exercise
 from helpers.env import usable_cpus
 from helpers.imbalance import class_counts, class_weights, sample_weights
@@ -63,9 +66,17 @@ def _loader_from(answer: Answer, dataset: Dataset, call: str) -> DataLoader:
     with answer.calling(call):
         loader = answer.value(dataset, BATCH_SIZE)
     if not isinstance(loader, DataLoader):
-        raise Failed(f"{call} returned {loader!r}; expected a torch.utils.data.DataLoader")
+        raise Failed(f"{call} returned {short(loader)}; expected a torch.utils.data.DataLoader")
     if loader.dataset is not dataset:
         raise Failed(f"{call} returned a loader over another dataset: build it over the dataset it is given")
+    batches = loader.batch_sampler if loader.batch_sampler is not None else None
+    size = loader.batch_size if loader.batch_size is not None else getattr(batches, "batch_size", None)
+    if size != BATCH_SIZE:
+        raise Failed(f"{call} returned a loader with batches of {size}: use the batch_size it is given ({BATCH_SIZE})")
+    drawn = len(getattr(batches, "sampler", None) or loader.sampler)
+    if abs(drawn - len(dataset)) > BATCH_SIZE:
+        raise Failed(f"{call} returned a loader whose epoch draws {drawn} samples for a dataset of {len(dataset)}: an epoch "
+                     "should draw as many samples as the dataset has (num_samples=len(dataset))")
     return loader
 
 
@@ -94,6 +105,11 @@ def _class_weights_loader(dataset: Any, batch_size: int) -> DataLoader:
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, sampler=WeightedRandomSampler(
         sample_weights(dataset.targets), num_samples=len(dataset))), "raised ValueError"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True), "still finds unbalanced-batches"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, sampler=WeightedRandomSampler(sample_weights(dataset.targets), len(dataset))),
+          "batches of 1"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, sampler=WeightedRandomSampler(
+        sample_weights(dataset.targets), batch_size)), "as many samples as the dataset"),
+    Wrong(lambda dataset, batch_size: [batch for batch in DataLoader(dataset, batch_size=batch_size)][:2], "expected a torch.utils"),
 ])
 def check_balanced_loader(answer: Answer) -> str:
     """Exercise 07.1: a loader whose batches are class-balanced; the doctor's unbalanced-batches finding gone and nothing new."""
@@ -119,12 +135,16 @@ def loader_with_workers_right(dataset: Any, batch_size: int) -> DataLoader:
 @exercise("07.2", "loader_with_workers", right=loader_with_workers_right, wrong=[
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True), "num_workers=0"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=2 * (os.cpu_count() or 1),
-                                                 persistent_workers=True), "workers-oversubscribed"),
+                                                 persistent_workers=True), "os.cpu_count()"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=-1), "raised ValueError"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, num_workers=usable_cpus(), persistent_workers=True),
           "not shuffled"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=usable_cpus()),
           "persistent_workers"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=2, persistent_workers=True),
+          "on a machine with 1 usable core"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=os.cpu_count() or 1,
+                                                 persistent_workers=True), "os.cpu_count()"),
 ])
 def check_loader_with_workers(answer: Answer) -> str:
     """Exercise 07.2: DataLoader workers that decode beside the loop: the doctor finds no faster num_workers and nothing new."""
@@ -138,10 +158,37 @@ def check_loader_with_workers(answer: Answer) -> str:
                      "the samples in the same order; pass shuffle=True")
     if not loader.persistent_workers:
         raise Failed(f"the loader from {answer.name} starts new workers every epoch: pass persistent_workers=True to keep them")
+    sized = {}
+    for cores in (1, 4):  # machines this check pretends to be: the answer must follow the usable cores, not this machine's count
+        with _pretend_usable_cpus(cores), answer.calling(f"{answer.name}(dataset, batch_size={BATCH_SIZE}) on a machine with {cores} usable core(s)"):
+            sized[cores] = answer.value(dataset, BATCH_SIZE).num_workers
+    if sized[4] <= sized[1] or any(not 1 <= workers <= cores for cores, workers in sized.items()):
+        raise Failed(f"{answer.name} gave {sized[1]} worker(s) on a machine with 1 usable core and {sized[4]} on one with 4: size "
+                     "num_workers by the cores this process may use (helpers.env.usable_cpus(), lesson 00), at least 1 and at most "
+                     "that many, not by a fixed number or os.cpu_count()")
     with answer.calling(f"the doctor reading the loader from {answer.name}"):
         found = _problems(loader)
     del loader  # persistent workers exit here
     return _judge(answer.name, found, _planted_workers(), "workers-too-few")
+
+
+@contextlib.contextmanager
+def _pretend_usable_cpus(cores: int) -> Iterator[None]:
+    """helpers.env.usable_cpus() (wherever it was imported) and os.sched_getaffinity report `cores` while inside."""
+    patched = [(module, "usable_cpus") for module in (env, clinic, sys.modules[__name__]) if hasattr(module, "usable_cpus")]
+    saved = [(module, name, getattr(module, name)) for module, name in patched]
+    affinity = os.sched_getaffinity if hasattr(os, "sched_getaffinity") else None
+    try:
+        for module, name in patched:
+            setattr(module, name, lambda: cores)
+        if affinity is not None:
+            os.sched_getaffinity = lambda pid: set(range(cores))
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+        if affinity is not None:
+            os.sched_getaffinity = affinity
 
 
 # --- 07.3: one array, not lists (list-backed)
@@ -184,6 +231,7 @@ def to_array_right(rows: list[list[float]]) -> np.ndarray:
     Wrong(lambda rows: np.asarray(rows, dtype=np.float16), "the values"),
     Wrong(lambda rows: [np.asarray(row, dtype=np.float32) for row in rows], "one block of numbers"),
     Wrong(lambda rows: [torch.tensor(row) for row in rows], "one block of numbers"),
+    Wrong(lambda rows: np.asarray(rows, dtype=np.float32).T, "one row per sample"),
 ])
 def check_to_array(answer: Answer) -> str:
     """Exercise 07.3: the raw rows stored so that workers read them without copying: the doctor's copy-on-read gone, nothing new."""
@@ -198,7 +246,10 @@ def check_to_array(answer: Answer) -> str:
         values = np.asarray(stored, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise Failed(f"{answer.name}(rows) returned {type(stored).__name__}, which does not read as a {raw.shape} table of numbers: {exc}") from None
-    if values.shape != raw.shape or not np.allclose(values, raw, rtol=1e-6, atol=1e-6):
+    if values.shape != raw.shape:
+        raise Failed(f"{answer.name}(rows) returned shape {values.shape}; expected {raw.shape}: one row per sample "
+                     f"({raw.shape[0]} rows of {raw.shape[1]} values), in the order given")
+    if not np.allclose(values, raw, rtol=1e-6, atol=1e-6):
         raise Failed(f"{answer.name}(rows) changed the values (shape {values.shape}, largest difference "
                      f"{np.abs(values - raw).max() if values.shape == raw.shape else 'n/a'}): keep float32 or wider")
     with answer.calling(f"the doctor reading a dataset that keeps what {answer.name} returned"):
@@ -249,6 +300,32 @@ class _WorkersOnly(ShardedEvalStreamRight):
             yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
 
 
+UNEVEN = 599  # held-out samples read over 2 ranks x 2 workers: 599 = 4 x 149 + 3, so no reader's share is a plain quarter
+
+
+class _FloorChunks(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        reader, readers = self.rank * workers + worker, self.world_size * workers
+        per = len(self.labels) // readers  # the remainder is never read
+        for index in range(reader * per, (reader + 1) * per):
+            yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
+
+
+class _OneShot(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        if not hasattr(self, "_items"):
+            self._items = ShardedEvalStreamRight.__iter__(self)  # made once: empty from the second epoch on
+        return self._items
+
+
+class _NumpyLabel(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        for item in ShardedEvalStreamRight.__iter__(self):
+            yield {**item, "label": self.labels[item["key"]]}
+
+
 def _keys(loader: DataLoader) -> list[int]:
     return [int(key) for batch in loader for key in batch["key"]]
 
@@ -265,6 +342,9 @@ def _planted_stream() -> frozenset[str]:
     Wrong(_ByWorkerOnly, "on both ranks"),
     Wrong(_WorkersOnly, "raised AttributeError"),
     Wrong("not a class", "expected an IterableDataset class"),
+    Wrong(_FloorChunks, "were read"),
+    Wrong(_OneShot, "in its second"),
+    Wrong(_NumpyLabel, "'label' as a int64"),
 ])
 def check_sharded_eval_stream(answer: Answer) -> str:
     """Exercise 07.4: an evaluation stream split by rank, then by worker: the doctor's iterable-duplicates gone, each sample once over 2 ranks."""
@@ -274,14 +354,29 @@ def check_sharded_eval_stream(answer: Answer) -> str:
     if "fork" not in multiprocessing.get_all_start_methods():
         raise Failed("this check reads with worker processes started by fork (Linux, macOS); on Windows use WSL2")
     raw, labels = (array.copy() for array in clinic.held_out_data())  # writable: torch.from_numpy warns on a read-only array
-    with answer.calling(f"reading {stream_class.__name__}(raw, labels) with num_workers=0"):
-        alone = _keys(DataLoader(stream_class(raw, labels), batch_size=BATCH_SIZE))
+    with answer.calling(f"the first item of {stream_class.__name__}(raw, labels)"):
+        item = next(iter(stream_class(raw, labels)))
+    kinds = {"key": int, "input": torch.Tensor, "label": int}
+    if not isinstance(item, dict) or set(item) != set(kinds):
+        raise Failed(f"{stream_class.__name__} yielded {short(item)}; expected a dict with keys {sorted(kinds)}")
+    for key, kind in kinds.items():
+        if not isinstance(item[key], kind) or (kind is int and isinstance(item[key], bool)):
+            raise Failed(f"{stream_class.__name__} yielded {key!r} as a {type(item[key]).__name__}; the task asks for "
+                         f"{'the row as a tensor (torch.from_numpy)' if kind is torch.Tensor else 'an int (int(...))'}")
+    loader = DataLoader(stream_class(raw, labels), batch_size=BATCH_SIZE)
+    with answer.calling(f"reading {stream_class.__name__}(raw, labels) with num_workers=0, two epochs"):
+        alone, again = _keys(loader), _keys(loader)
+    if sorted(again) != sorted(alone):
+        raise Failed(f"the same loader over {stream_class.__name__} read {len(alone)} samples in its first epoch and {len(again)} "
+                     "in its second: __iter__ must start the stream again each time it is called (a generator made once is "
+                     "used up after one epoch)")
     if sorted(alone) != list(range(len(labels))):
         raise Failed(f"with num_workers=0 (the main process reads), the stream gave {len(alone)} samples, {len(set(alone))} distinct, "
                      f"for {len(labels)}: the main process is the only reader then and must read every sample once")
     with answer.calling(f"the doctor reading {stream_class.__name__} with 2 workers"):
         found = _problems(DataLoader(stream_class(raw, labels), batch_size=BATCH_SIZE, num_workers=2, multiprocessing_context="fork"))
     detail = _judge(f"{stream_class.__name__}", found, _planted_stream(), "iterable-duplicates")
+    raw, labels = raw[:UNEVEN], labels[:UNEVEN]  # a count that 2 ranks x 2 workers do not divide
     with answer.calling(f"reading {stream_class.__name__}(raw, labels, rank=r, world_size=2) with 2 workers on each rank"):
         per_rank = [_keys(DataLoader(stream_class(raw, labels, rank=rank, world_size=2), batch_size=BATCH_SIZE, num_workers=2,
                                      multiprocessing_context="fork")) for rank in range(2)]
@@ -291,9 +386,11 @@ def check_sharded_eval_stream(answer: Answer) -> str:
                      f"{len(per_rank[1])}): split by self.rank over self.world_size first, then by worker")
     counts = Counter(per_rank[0] + per_rank[1])
     if sorted(counts) != list(range(len(labels))) or set(counts.values()) != {1}:
-        raise Failed(f"over 2 ranks x 2 workers, {len(counts)} of {len(labels)} samples were read, some more than once: "
-                     "every (rank, worker) must take its own share, and together all of them")
-    return f"{detail}; over 2 ranks x 2 workers each of the {len(labels)} samples is read once"
+        missing, repeated = len(labels) - len(counts), sum(count - 1 for count in counts.values())
+        raise Failed(f"over 2 ranks x 2 workers, {len(counts)} of {len(labels)} samples were read ({missing} never, {repeated} "
+                     "reads of a sample read already): every (rank, worker) must take its own share, and together all of them, "
+                     "also when the readers do not divide the count (take every n-th index, from the reader's own start)")
+    return f"{detail}; over 2 ranks x 2 workers each of {len(labels)} samples is read once, and a second epoch reads them again"
 
 
 # --- 07.5: a finding of your own, through the doctor's checks= plugins
@@ -332,11 +429,40 @@ def _moves_the_epoch(obs: doctor.Observation) -> doctor.Finding | None:
     return _always(obs) if list(sampler) != first else None
 
 
+def _back_to_zero(obs: doctor.Observation) -> doctor.Finding | None:
+    sampler = obs.loader.sampler
+    if not hasattr(sampler, "set_epoch"):
+        return None
+    first = list(sampler)
+    sampler.set_epoch(getattr(sampler, "epoch", 0) + 1)
+    second = list(sampler)
+    sampler.set_epoch(0)  # "puts it back", to epoch 0 rather than where it was
+    return _always(obs) if second != first else None
+
+
+def _compares_sets(obs: doctor.Observation) -> doctor.Finding | None:
+    sampler = obs.loader.sampler
+    if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "epoch")):
+        return None
+    epoch, first = sampler.epoch, set(sampler)
+    sampler.set_epoch(epoch + 1)
+    second = set(sampler)
+    sampler.set_epoch(epoch)
+    return _always(obs) if second != first else None  # which samples, not their order
+
+
 def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
     """(description, a fresh sampler, whether its order depends on set_epoch)."""
     items = range(64)
+
+    def at_epoch(sampler: Any, epoch: int) -> Any:
+        sampler.set_epoch(epoch)  # a loop part-way through training: the plugin must leave it here
+        return sampler
+
     return [
         ("DistributedSampler(shuffle=True)", lambda: DistributedSampler(items, num_replicas=2, rank=0, seed=0), True),
+        ("DistributedSampler(shuffle=True) at epoch 3", lambda: at_epoch(DistributedSampler(items, num_replicas=2, rank=1), 3), True),
+        ("DistributedSampler(shuffle=True) on one rank", lambda: DistributedSampler(items, num_replicas=1, rank=0, seed=0), True),
         ("DistributedWeightedSampler", lambda: DistributedWeightedSampler(torch.linspace(0.1, 1.0, 64), num_replicas=2, rank=0), True),
         ("RandomSampler", lambda: RandomSampler(items), False),
         ("WeightedRandomSampler", lambda: WeightedRandomSampler(torch.linspace(0.1, 1.0, 64), num_samples=64), False),
@@ -350,6 +476,8 @@ def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
     Wrong(_always, "RandomSampler"),
     Wrong(_moves_the_epoch, "changed the sampler's epoch"),
     Wrong(lambda obs: "needs-set-epoch", "must return a Finding or None"),
+    Wrong(_back_to_zero, "from 3 to 0"),
+    Wrong(_compares_sets, "on one rank"),
 ])
 def check_needs_set_epoch(answer: Answer) -> str:
     """Exercise 07.5: a plugin for the doctor that notes a sampler whose order depends on set_epoch, and nothing else."""
