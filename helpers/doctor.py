@@ -546,13 +546,26 @@ class _Doctor:
             self.skipped["workers-too-few"] = f"num_workers={workers} already uses the {cap} usable core(s) per rank"
             return
         values = [workers, *candidates]
-        rounds, per_run = 0, []
+        first_s, batch_s = (value if isinstance(value, float) and math.isfinite(value) else 0.0
+                            for value in (self.measured.get("first_batch_s"), self.measured.get("steady_batch_s")))
+
+        def needed(w: int) -> float:
+            """A slot long enough for w workers to start and deliver the batches _rate leaves out plus 2 it times, at the
+            batch time the first pass measured, shared by the workers up to the cores, with half as much again for load."""
+            warm = 1 if w == 0 else (self.loader.prefetch_factor or 2) * w
+            return max(0.15, 1.5 * (first_s + (warm + 2) * batch_s / max(1, min(w, cap))))
+
+        rounds = 0
         runs: dict[int, list[float]] = {w: [] for w in values}
+        per_round = sum(needed(w) for w in values)
         while rounds < 3:
-            slot = min(1.0, self.left() / ((3 - rounds) * len(values)))
-            if slot < 0.15:
+            # this round's part of what is left: a third of the budget for three rounds, or a half for the two needed
+            fits = [target for target in (3, 2) if rounds < target and self.left() >= (target - rounds) * per_round]
+            if not fits:
                 break
+            share = self.left() / (fits[0] - rounds)
             for w in values:
+                slot = needed(w) + max(0.0, min(1.0 - needed(w), (share - per_round) / len(values)))
                 rate = _rate(_rebuild(self.loader, num_workers=w, persistent_workers=False), time.perf_counter() + slot)
                 if math.isnan(rate):
                     break
@@ -562,7 +575,8 @@ class _Doctor:
                 continue
             break
         if rounds < 2:
-            self.skipped["workers-too-few"] = f"the budget left time for {rounds} round(s) of the num_workers sweep; 2 are needed"
+            self.skipped["workers-too-few"] = (f"the budget left time for {rounds} round(s) of the num_workers sweep, 2 are needed "
+                                               f"(a round takes about {per_round:.1f} s at the batch time measured: raise the budget)")
             return
         ratios = {w: float(np.median([runs[w][r] / runs[workers][r] for r in range(rounds)])) for w in candidates}
         self.measured["sweep_samples_per_s"] = {w: round(float(np.median(runs[w][:rounds])), 1) for w in values}

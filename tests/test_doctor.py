@@ -183,6 +183,29 @@ def test_workers_too_few_when_items_wait():
     assert found.evidence["best"] >= 1 and found.evidence["speedup"] >= doctor.SWEEP_GAIN
 
 
+def test_the_sweep_gives_each_setting_time_for_its_warm_up_and_two_timed_batches(monkeypatch):
+    """Batches of 0.6 s (measured by the first pass): a rate leaves out 1 batch with no workers, 2 x w with w workers, and
+    times 2 more, so a slot must hold (warm-up + 2) batches at the pace the workers share, plus the first batch's wait.
+    The old slot of at most 1 s never did, and the sweep was abandoned after 0 rounds."""
+    slots = []
+
+    def fake_rate(loader, deadline):
+        slots.append((loader.num_workers, deadline - time.perf_counter()))
+        return 100.0 * (1 + loader.num_workers)  # more workers, more samples/s: a finding if the sweep runs
+
+    monkeypatch.setattr(doctor, "_rate", fake_rate)
+    monkeypatch.setattr(doctor, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(doctor, "_ranks_on_node", lambda: 1)
+    check = doctor._Doctor(DataLoader(tensors(64), batch_size=8), None, None, time.perf_counter() + 60.0)
+    check.measured.update(first_batch_s=0.6, steady_batch_s=0.6)
+    check.check_worker_sweep()
+    assert {workers for workers, _ in slots} == {0, 1, 2} and len(slots) == 9  # three full rounds fit in 60 s
+    for workers, slot in slots:
+        batches = 1 + 2 if workers == 0 else 2 * workers + 2
+        assert slot >= 0.6 + batches * 0.6 / max(1, workers), (workers, slot)
+    assert "workers-too-few" in [f.code for f in check.findings]
+
+
 def test_startup_cost_of_spawned_workers_on_short_epochs():
     loader = DataLoader(tensors(256), batch_size=64, num_workers=2, multiprocessing_context="spawn")
     found = only(run(loader, budget_s=30.0), "startup-cost")
