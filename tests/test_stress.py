@@ -57,3 +57,39 @@ def test_bad_arguments_are_named(capsys):
     with pytest.raises(SystemExit):
         stress.main(["42"])
     assert "lesson '42'" in capsys.readouterr().err
+
+
+def test_a_killed_stress_run_stops_its_busy_program(tmp_path):
+    """`kill` (SIGTERM) on make stress during a busy run leaves neither its `while True: pass` nor its kernel behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    from conftest import ROOT
+
+    notebook = tmp_path / "notebooks" / "98_sleepy.ipynb"
+    notebook.parent.mkdir()
+    code = "from pathlib import Path\nimport time\nif Path('ran-once').exists():\n    time.sleep(60)\nPath('ran-once').touch()"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), notebook)  # run 1 quick, run 2 (busy) sleeps
+    script = (f"import sys, pathlib; sys.path.insert(0, {str(ROOT)!r}); from tools import stress; "
+              f"stress.NOTEBOOKS = pathlib.Path({str(notebook.parent)!r}); sys.exit(stress.main(['--runs', '2', '98']))")
+    tool = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(started) < 2:  # the busy program and run 2's kernel
+            children = psutil.Process(tool.pid).children(recursive=True)
+            started = [c for c in children if "while True" in " ".join(c.cmdline()) or "ipykernel" in " ".join(c.cmdline())]
+            time.sleep(0.2)
+        assert len(started) == 2 and (notebook.parent / "ran-once").exists()
+        tool.send_signal(signal.SIGTERM)
+        tool.wait(timeout=30)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+    gone, alive = psutil.wait_procs(started, timeout=10)
+    for process in alive:  # the test leaves nothing either, when it fails
+        process.kill()
+    assert tool.returncode == 128 + signal.SIGTERM and alive == []

@@ -14,6 +14,7 @@ import ast
 import builtins
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -209,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="a folder for every executed notebook, to read what each run printed")
     parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help=f"seconds per cell (default {CELL_TIMEOUT_S})")
     args = parser.parse_args(argv)
+    # A plain `kill` ends Python without running `finally`: turn it into an exit, so the busy program and the kernel stop too
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
     for lesson in args.lessons:
