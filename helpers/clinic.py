@@ -596,11 +596,17 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
     if not torch.accelerator.is_available():  # the fault pins for a CUDA copy: without an accelerator both positions run the same code
         sliders["pin-on-the-fly"].description = "pin-on-the-fly (no effect: no GPU)"
     output = widgets.Output()
-    live = {run.fixed & frozenset(ONE_PROCESS): run for run in (planted, fixed)}  # runs already made: no need to repeat them
+    inert = set() if torch.accelerator.is_available() else {"pin-on-the-fly"}  # the same code either way without a GPU
+
+    def run_key(faults_fixed: frozenset[str]) -> frozenset[str]:
+        """The one-process faults that change what runs here."""
+        return (faults_fixed & frozenset(ONE_PROCESS)) - inert
+
+    live = {run_key(run.fixed): run for run in (planted, fixed)}  # runs already made: no need to repeat them
 
     def show(_: Any = None) -> None:
         chosen = frozenset(name for name, slider in sliders.items() if slider.value == "fixed")
-        one_process = chosen & frozenset(ONE_PROCESS)
+        one_process = run_key(chosen)
         if one_process not in live:
             live[one_process] = train(one_process)
         run = live[one_process]

@@ -185,7 +185,8 @@ class Diagnosis:
         ) or "<tr><td colspan='5'>no findings: nothing measured here needs a change</td></tr>"
         measured = ", ".join(f"{html.escape(k)}={html.escape(_fmt(v))}" for k, v in self.measurements.items())
         skipped = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in self.not_measured.items())
-        return (f"<p><b>Loader doctor</b>: {len(self.errors)} error(s), {len(self.warnings)} warning(s) in "
+        info = len(self.findings) - len(self.errors) - len(self.warnings)
+        return (f"<p><b>Loader doctor</b>: {len(self.errors)} error(s), {len(self.warnings)} warning(s), {info} info in "
                 f"{self.elapsed_s:.1f} s (budget {self.budget_s:g} s)</p><table><tr><th>severity</th><th>code</th>"
                 f"<th>measured</th><th>fix</th><th>taught in</th></tr>{rows}</table><p>measured: {measured}</p>"
                 + (f"<p>not measured:</p><ul>{skipped}</ul>" if skipped else ""))
