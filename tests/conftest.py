@@ -32,7 +32,13 @@ def child_processes() -> list:
     """This process's children, less multiprocessing's resource tracker (started once by the first spawn, kept by design)."""
     import psutil
 
-    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
+    def command(process: psutil.Process) -> str:
+        try:
+            return " ".join(process.cmdline())
+        except psutil.Error:  # exited (a zombie not yet reaped still counts: it is a child until then)
+            return ""
+
+    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
 
 
 def _hypothesis_profile() -> None:

@@ -198,8 +198,13 @@ def leftover_children() -> list[str]:
     """Child processes of this tool still alive (multiprocessing's resource tracker excepted)."""
     import psutil
 
-    return [" ".join(p.cmdline())[:120] for p in psutil.Process().children(recursive=True)
-            if "resource_tracker" not in " ".join(p.cmdline())]
+    def command(process: psutil.Process) -> str:
+        try:
+            return " ".join(process.cmdline())
+        except psutil.Error:  # exited since it was listed
+            return f"pid {process.pid} (exited)"
+
+    return [command(p)[:120] for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
 
 
 def main(argv: list[str] | None = None) -> int:
