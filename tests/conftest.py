@@ -32,13 +32,17 @@ def child_processes() -> list:
     """This process's children, less multiprocessing's resource tracker (started once by the first spawn, kept by design)."""
     import psutil
 
-    def command(process: psutil.Process) -> str:
-        try:
-            return " ".join(process.cmdline())
-        except psutil.Error:  # exited (a zombie not yet reaped still counts: it is a child until then)
-            return ""
-
     return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
+
+
+def command(process) -> str:
+    """A process's command line, or "" once it has exited (a zombie not yet reaped has none to read, but is still a child)."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def _hypothesis_profile() -> None:

@@ -1,7 +1,7 @@
 """tools/stress.py: a failed assertion is reported with the values it compared; the busy program never outlives a run."""
 import nbformat
 import pytest
-from conftest import child_processes
+from conftest import child_processes, command
 
 from tools import stress
 
@@ -57,16 +57,6 @@ def test_bad_arguments_are_named(capsys):
     with pytest.raises(SystemExit):
         stress.main(["42"])
     assert "lesson '42'" in capsys.readouterr().err
-
-
-def command(process) -> str:
-    """A process's command line, or "" once it has exited (a zombie has none to read: run 1's kernel as it ends)."""
-    import psutil
-
-    try:
-        return " ".join(process.cmdline())
-    except psutil.Error:
-        return ""
 
 
 def test_a_killed_stress_run_stops_its_busy_program(tmp_path):
