@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDa
 
 from helpers._validate import as_device, as_int, short
 from helpers.data import imbalanced_classification
-from helpers.env import usable_cpus
+from helpers.env import workers_per_rank as env_workers_per_rank
 from helpers.imbalance import class_counts, class_weights, sample_weights
 from helpers.loading import StepTimer, warmup_for
 from helpers.memory import process_memory
@@ -118,7 +118,7 @@ def as_fixed(fixed: Any) -> frozenset[str]:
 def workers_per_rank(ranks: int = 1, cap: int | None = MAX_WORKERS) -> int:
     """DataLoader workers per rank: all ranks' processes at most one more than the usable cores, and at most `cap` (None: no cap) (lessons 00, 03, 07)."""
     ranks = as_int("ranks", ranks, minimum=1)
-    fit = max(0, (usable_cpus() + 1) // ranks - 1)  # the doctor's rule: one process over the cores, as the main process mostly waits
+    fit = env_workers_per_rank(ranks)  # the course's rule (helpers.env), the one the doctor advises
     return fit if cap is None else min(fit, as_int("cap", cap, minimum=0))
 
 

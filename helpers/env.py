@@ -208,6 +208,20 @@ def usable_cpus() -> int:
     return cores if quota is None else max(1, min(cores, math.floor(quota)))
 
 
+def workers_per_rank(ranks: int = 1, cores: int | None = None) -> int:
+    """The course's one rule for DataLoader workers per rank: all ranks' processes at most one more than the usable cores (lessons 00, 03, 07).
+
+    Each rank is a main process plus its workers; the main process mostly waits for batches, so one process over
+    the cores is fine. The loader doctor warns past this and advises it.
+    """
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise ValueError(f"ranks must be a positive int, got {ranks!r}")
+    cores = usable_cpus() if cores is None else cores
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise ValueError(f"cores must be a positive int, got {cores!r}")
+    return max(0, (cores + 1) // ranks - 1)
+
+
 def _package_version(name: str) -> str | None:
     try:
         return metadata.version(name)

@@ -10,13 +10,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 from conftest import child_processes
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
 
 from helpers import doctor
-from helpers.env import usable_cpus
+from helpers.doctor import lesson00, lesson03, planted
+from helpers.doctor.planted import Fails, Records, Sleepy, Stream
+from helpers.doctor.planted import labelled as tensors
+from helpers.env import cuda_required, usable_cpus
 from helpers.imbalance import class_counts, class_weights, sample_weights
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,40 +37,6 @@ def no_process_left():
     assert child_processes() == []
 
 
-def tensors(n: int = 2048, features: int = 16, labels: np.ndarray | None = None) -> TensorDataset:
-    """A balanced 4-class TensorDataset with `targets` (or the given labels)."""
-    y = torch.as_tensor(np.arange(n) % 4 if labels is None else labels, dtype=torch.long)
-    dataset = TensorDataset(torch.randn(n, features, generator=torch.Generator().manual_seed(0)), y)
-    dataset.targets = y
-    return dataset
-
-
-class Sleepy(Dataset):
-    """Items that wait `ms` milliseconds (I/O-like): more workers help whatever else the cores do."""
-
-    def __init__(self, n: int = 4096, ms: float = 5.0) -> None:
-        self.n, self.ms = n, ms
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        time.sleep(self.ms / 1000)
-        return torch.full((4,), float(i)), i % 2
-
-
-class Fails(Dataset):
-    """Raises ValueError at index 5."""
-
-    def __len__(self) -> int:
-        return 64
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        if i == 5:
-            raise ValueError("sample 5 is corrupt")
-        return torch.zeros(2)
-
-
 RELEASE = threading.Event()
 
 
@@ -79,32 +49,6 @@ class Hangs(Dataset):
     def __getitem__(self, i: int) -> torch.Tensor:
         RELEASE.wait(120)
         return torch.zeros(2)
-
-
-class Stream(IterableDataset):
-    """Samples 0..n-1 as {'key', 'input'}; `sharded` splits them by worker, otherwise every worker yields all."""
-
-    def __init__(self, n: int = 512, sharded: bool = False) -> None:
-        self.n, self.sharded = n, sharded
-
-    def __iter__(self):
-        info = get_worker_info()
-        start, step = (info.id, info.num_workers) if self.sharded and info is not None else (0, 1)
-        for i in range(start, self.n, step):
-            yield {"key": f"s{i:05d}", "input": torch.full((4,), float(i))}
-
-
-class PythonRows(Dataset):
-    """Rows kept as Python lists of floats: reading them writes reference counts into every page (copy-on-read)."""
-
-    def __init__(self, n: int = 20_000, width: int = 64) -> None:
-        self.rows = [[float(i + j) for j in range(width)] for i in range(n)]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return torch.tensor(self.rows[i])
 
 
 def run(loader: DataLoader, budget_s: float = 6.0, **kwargs) -> doctor.Diagnosis:
@@ -126,13 +70,6 @@ def problems(diagnosis: doctor.Diagnosis) -> list[str]:
 
 # --- each code on its planted fault
 
-def test_loader_error_names_the_workers_exception_and_the_plain_traceback():
-    diagnosis = run(DataLoader(Fails(), batch_size=4, num_workers=2))
-    found = only(diagnosis, "loader-error")
-    assert found.severity == "error" and "ValueError" in found.message and "sample 5 is corrupt" in found.message
-    assert 'raise ValueError("sample 5 is corrupt")' in found.evidence["traceback_num_workers_0"]
-
-
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_hanging_loader_times_out_within_the_budget(workers):
     RELEASE.clear()
@@ -142,12 +79,6 @@ def test_a_hanging_loader_times_out_within_the_budget(workers):
         RELEASE.set()
     found = only(diagnosis, "loader-error")
     assert found.severity == "error" and "no batch within" in found.message
-
-
-def test_input_bound_when_the_step_waits_for_slow_items():
-    diagnosis = run(DataLoader(Sleepy(ms=2.0), batch_size=8), step=lambda batch: time.sleep(0.002))
-    found = only(diagnosis, "input-bound")
-    assert found.evidence["data_wait_share"] >= 0.5
 
 
 def test_a_slow_first_step_is_start_up_not_the_window():
@@ -163,24 +94,9 @@ def test_a_slow_first_step_is_start_up_not_the_window():
     assert diagnosis.measurements["batches_read"] >= 10 and diagnosis.elapsed_s <= 5.0 * 1.1
 
 
-def test_workers_oversubscribed_past_the_usable_cores():
-    with pytest.warns(UserWarning, match="Our suggested max number of worker in current system is"):  # PyTorch's own threshold
-        loader = DataLoader(tensors(), batch_size=64, num_workers=CORES + 1)
-    diagnosis = run(loader, budget_s=8.0)
-    found = only(diagnosis, "workers-oversubscribed")
-    assert found.severity == "warning" and found.evidence["processes"] == CORES + 2
-
-
 def test_one_process_over_the_cores_is_at_most_info():
     diagnosis = run(DataLoader(tensors(), batch_size=64, num_workers=CORES))
     assert only(diagnosis, "workers-oversubscribed").severity == "info"
-
-
-@pytest.mark.skipif(CORES < 2, reason="needs 2 usable cores for a num_workers sweep")
-def test_workers_too_few_when_items_wait():
-    diagnosis = run(DataLoader(Sleepy(ms=5.0), batch_size=8), budget_s=10.0)
-    found = only(diagnosis, "workers-too-few")
-    assert found.evidence["best"] >= 1 and found.evidence["speedup"] >= doctor.SWEEP_GAIN
 
 
 def test_the_sweep_gives_each_setting_time_for_its_warm_up_and_two_timed_batches(monkeypatch):
@@ -193,36 +109,22 @@ def test_the_sweep_gives_each_setting_time_for_its_warm_up_and_two_timed_batches
         slots.append((loader.num_workers, deadline - time.perf_counter()))
         return 100.0 * (1 + loader.num_workers)  # more workers, more samples/s: a finding if the sweep runs
 
-    monkeypatch.setattr(doctor, "_rate", fake_rate)
-    monkeypatch.setattr(doctor, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(doctor, "_ranks_on_node", lambda: 1)
-    check = doctor._Doctor(DataLoader(tensors(64), batch_size=8), None, None, time.perf_counter() + 60.0)
-    check.measured.update(first_batch_s=0.6, steady_batch_s=0.6)
-    check.check_worker_sweep()
+    monkeypatch.setattr(lesson03, "rate", fake_rate)
+    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
+    obs.first_batch_s, obs.batch_times_s = 0.6, [0.6, 0.6]
+    found = lesson03.workers_too_few(obs)
     assert {workers for workers, _ in slots} == {0, 1, 2} and len(slots) == 9  # three full rounds fit in 60 s
     for workers, slot in slots:
         batches = 1 + 2 if workers == 0 else 2 * workers + 2
         assert slot >= 0.6 + batches * 0.6 / max(1, workers), (workers, slot)
-    assert "workers-too-few" in [f.code for f in check.findings]
-
-
-def test_startup_cost_of_spawned_workers_on_short_epochs():
-    loader = DataLoader(tensors(256), batch_size=64, num_workers=2, multiprocessing_context="spawn")
-    found = only(run(loader, budget_s=30.0), "startup-cost")
-    assert found.evidence["first_batch_s"] >= doctor.STARTUP_MIN_S and found.evidence["batches_per_epoch"] == 4
-    persistent = DataLoader(tensors(256), batch_size=64, num_workers=2, multiprocessing_context="spawn", persistent_workers=True)
-    assert "startup-cost" not in run(persistent, budget_s=30.0).codes
-
-
-@pytest.mark.skipif(torch.accelerator.is_available(), reason="this machine has an accelerator")
-def test_pin_memory_without_an_accelerator():
-    found = only(run(DataLoader(tensors(), batch_size=64, pin_memory=True)), "pin-memory-no-accelerator")
-    assert found.severity == "warning"
+    assert found is not None and found.code == "workers-too-few" and found.evidence["best"] == 2
+    assert [w for w, _ in slots[:3]] == [0, 1, 2] and [w for w, _ in slots[3:6]] == [2, 1, 0]  # rounds alternate the order
 
 
 @pytest.mark.cuda
-def test_pin_memory_missing_for_a_cuda_device():
-    assert "pin-memory-missing" in run(DataLoader(tensors(), batch_size=64), device="cuda").codes
+def test_pinned_batches_for_a_cuda_device_are_not_flagged():
     assert "pin-memory-missing" not in run(DataLoader(tensors(), batch_size=64, pin_memory=True), device="cuda").codes
 
 
@@ -247,44 +149,171 @@ def test_input_bound_with_a_cuda_step():
     assert "input-bound" not in fast.codes, str(fast)
 
 
-def test_unbalanced_batches_from_an_imbalanced_dataset():
-    labels = np.zeros(4096, dtype=np.int64)
-    labels[:64] = 1
-    found = only(run(DataLoader(tensors(4096, labels=labels), batch_size=64, shuffle=True)), "unbalanced-batches")
-    assert found.evidence["rarest_class"] == 1 and found.evidence["rarest_share"] < 0.05
+# --- each rule on its planted fault (helpers.doctor.planted), with what its evidence must show
+
+EVIDENCE = {  # per code: a check of the finding beyond its code, from the planted fault's design
+    "loader-error": lambda f: f.severity == "error" and "sample 5 is corrupt" in f.message
+    and 'raise ValueError("sample 5 is corrupt")' in f.evidence["traceback_num_workers_0"],
+    "workers-oversubscribed": lambda f: f.severity == "warning" and f.evidence["processes"] == CORES + 2 and f.evidence["advised"] == CORES,
+    "shm-too-small": lambda f: f.severity == "error" and f.evidence["bytes_in_flight"] == 64 * 1024 * 4 * 2 * 2,
+    "no-replacement-weights": lambda f: f.evidence["max_count"] == 1,
+    "class-weights-as-sample-weights": lambda f: f.severity == "error" and f.evidence["num_weights"] == 2 == f.evidence["classes"]
+    and f.evidence["largest_index"] <= 1,
+    "unbalanced-batches": lambda f: f.evidence["rarest_class"] == 1 and f.evidence["rarest_share"] < 0.05,
+    "busy-host": lambda f: f.evidence["other_cores"] >= doctor.BUSY_CORES,
+    "copy-on-read": lambda f: f.evidence["shared_to_private_mib"] >= doctor.COPY_ON_READ_MIB <= f.evidence["python_objects_mib"],
+    "startup-cost": lambda f: f.evidence["saves_s"] >= doctor.STARTUP_MIN_S and f.evidence["batches_per_epoch"] == 4,
+    "input-bound": lambda f: f.evidence["data_wait_share"] >= 0.5 and f.evidence["headspace"] >= 1.5,
+    "headspace": lambda f: f.evidence["headspace"] >= 1.5,  # a 2 ms step that waits 16 ms for 8 items of 2 ms
+    "workers-too-few": lambda f: f.evidence["best"] >= 1 and f.evidence["speedup"] >= doctor.SWEEP_GAIN,
+    "iterable-duplicates": lambda f: f.severity == "error" and f.evidence["distinct"] * 2 == f.evidence["samples"],
+    "pin-memory-no-accelerator": lambda f: f.severity == "warning",
+    "pin-memory-missing": lambda f: f.severity == "warning",
+}
 
 
-def test_class_weights_passed_as_sample_weights():
-    labels = np.r_[np.zeros(1800, dtype=np.int64), np.ones(200, dtype=np.int64)]
-    per_class = class_weights(class_counts(labels))
-    sampler = WeightedRandomSampler(torch.as_tensor(per_class), num_samples=len(labels))
-    found = only(run(DataLoader(tensors(2000, labels=labels), batch_size=64, sampler=sampler)), "class-weights-as-sample-weights")
-    assert found.severity == "error" and found.evidence["num_weights"] == 2 and found.evidence["largest_index"] <= 1
+def needs_met(needs: str) -> str | None:
+    """Why this machine cannot run a planted fault, or None."""
+    if needs == "cuda" and not torch.cuda.is_available():
+        if cuda_required():
+            pytest.fail("COURSE_REQUIRE_CUDA=1 but CUDA is not available")
+        return "needs a CUDA GPU; torch.cuda.is_available() is False here"
+    if needs == "no accelerator" and torch.accelerator.is_available():
+        return "this machine has an accelerator"
+    if needs == "2 cores" and CORES < 2:
+        return "needs 2 usable cores for a num_workers sweep"
+    if needs.startswith("Linux") and not Path("/proc/self/smaps_rollup").exists():
+        return "needs /proc/PID/smaps_rollup"
+    return None
 
 
-def test_no_replacement_weights_rebalance_nothing():
-    labels = np.r_[np.zeros(1800, dtype=np.int64), np.ones(200, dtype=np.int64)]
-    sampler = WeightedRandomSampler(sample_weights(labels), num_samples=len(labels), replacement=False)
-    diagnosis = run(DataLoader(tensors(2000, labels=labels), batch_size=64, sampler=sampler))
-    assert only(diagnosis, "no-replacement-weights").evidence["max_count"] == 1
-    assert "unbalanced-batches" in diagnosis.codes  # and the batches show it
+@pytest.mark.parametrize("code", sorted(doctor.RULES))
+def test_each_rule_finds_its_planted_fault(code, monkeypatch):
+    rule = doctor.RULES[code]
+    plant = planted.PLANTS[rule.planted]()
+    reason = needs_met(plant.needs)
+    if reason:
+        pytest.skip(reason)
+    for name, value in plant.pretend.items():
+        monkeypatch.setattr(sys.modules[rule.check.__module__], name, lambda value=value: value)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if plant.needs == "another busy program" else None
+    try:
+        diagnosis = run(plant.loader, budget_s=plant.budget_s, step=plant.step, device=plant.device)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    found = only(diagnosis, code)
+    assert found.severity in rule.severities and EVIDENCE[code](found), str(diagnosis)
 
 
-def test_iterable_duplicates_across_workers():
-    found = only(run(DataLoader(Stream(), batch_size=16, num_workers=2)), "iterable-duplicates")
-    assert found.severity == "error" and found.evidence["distinct"] * 2 == found.evidence["samples"]
+def test_every_rule_has_a_planted_fault_and_an_evidence_check():
+    assert set(EVIDENCE) == set(doctor.RULES)
+    assert all(rule.planted in planted.PLANTS for rule in doctor.RULES.values())
 
 
-def test_copy_on_read_of_python_objects():
-    found = only(run(DataLoader(PythonRows(), batch_size=64, num_workers=2), budget_s=10.0), "copy-on-read")
-    assert found.evidence["uss_growth_mib"] >= doctor.COPY_ON_READ_MIB
+# --- look-alikes: what resembles each fault and must stay silent
+
+def test_persistent_workers_are_no_startup_cost():
+    persistent = DataLoader(tensors(256), batch_size=64, num_workers=2, multiprocessing_context="spawn", persistent_workers=True)
+    assert "startup-cost" not in run(persistent, budget_s=30.0).codes
 
 
-def test_shm_too_small_for_the_batches_in_flight(monkeypatch):
-    monkeypatch.setattr(doctor, "_shm_free_bytes", lambda: 512 * 1024)  # a tiny /dev/shm, as in a default Docker container with a big batch
-    loader = DataLoader(TensorDataset(torch.zeros(512, 1024)), batch_size=64, num_workers=2)  # 256 KiB x 2 x 2 in flight
-    found = only(run(loader), "shm-too-small")
-    assert found.severity == "error" and found.evidence["bytes_in_flight"] == 64 * 1024 * 4 * 2 * 2
+def test_a_pipeline_filling_up_is_no_startup_cost():
+    """24 items of 100 ms, batch 4, 2 workers: the first batch waits 0.4 s, as every batch does; starting the workers is ~0.1 s."""
+    class Slow(Sleepy):
+        def __init__(self) -> None:
+            super().__init__(n=24, ms=100.0)
+
+    diagnosis = run(DataLoader(Slow(), batch_size=4, num_workers=2), budget_s=10.0)
+    assert "startup-cost" not in diagnosis.codes, str(diagnosis)
+
+
+def test_worker_memory_that_is_not_copy_on_read_is_silent():
+    """A big TensorDataset: workers' pages can turn private (allocator reuse) but it holds no Python objects to copy."""
+    diagnosis = run(DataLoader(TensorDataset(torch.randn(200_000, 16), torch.arange(200_000) % 3), batch_size=256, shuffle=True,
+                               num_workers=2), budget_s=6.0)
+    assert "copy-on-read" not in diagnosis.codes and diagnosis.measurements["dataset_python_objects_mib"] < 1, str(diagnosis)
+
+
+def test_a_balanced_100_class_set_is_not_unbalanced_by_sampling_noise():
+    """1,600 samples of 100 equal classes: 16 expected per class; the rarest often reads under 8 by chance alone."""
+    labels = np.arange(1600) % 100
+    for seed in range(3):
+        loader = DataLoader(tensors(1600, labels=labels), batch_size=1600, shuffle=True, generator=torch.Generator().manual_seed(seed))
+        assert "unbalanced-batches" not in run(loader).codes
+
+
+def test_fewer_weights_than_samples_but_not_one_per_class_is_a_warning():
+    sampler = WeightedRandomSampler(torch.ones(1000), num_samples=2000)
+    found = only(run(DataLoader(tensors(2000), batch_size=64, sampler=sampler)), "class-weights-as-sample-weights")
+    assert found.severity == "warning" and found.evidence["classes"] == 4 and "one per class" not in found.message
+
+
+def test_the_loaders_own_workers_are_not_a_busy_host():
+    """Two workers decoding flat out use the cores: that is the loader, not other programs."""
+    from helpers.workloads import spin, spin_iterations_per_ms
+
+    iterations = round(3 * spin_iterations_per_ms())
+
+    class Busy(Sleepy):
+        def __getitem__(self, i):
+            spin(iterations)
+            return torch.zeros(4), i % 2
+
+    before, started = psutil.cpu_times(), time.perf_counter()
+    time.sleep(1.0)  # the machine's own load, with nothing of ours running: measured apart from the doctor
+    after = psutil.cpu_times()
+    background = (sum(after) - after.idle - sum(before) + before.idle) / (time.perf_counter() - started)
+    diagnosis = run(DataLoader(Busy(), batch_size=8, num_workers=2), budget_s=6.0)
+    assert diagnosis.measurements["loader_cores"] >= 0.5, str(diagnosis)
+    assert diagnosis.measurements["other_programs_cores"] <= background + 0.5, (background, str(diagnosis))
+
+
+def test_a_sampler_that_raises_is_a_loader_error_not_a_crash():
+    sampler = WeightedRandomSampler(torch.ones(10), num_samples=20, replacement=False)
+    found = only(run(DataLoader(tensors(10), batch_size=2, sampler=sampler)), "loader-error")
+    assert "cannot sample n_sample > prob_dist.size(-1)" in found.message and "num_samples must be at most len(weights)" in found.fix
+
+
+class Unpicklable(Dataset):
+    """Opens a file handle in __init__ (like an h5py File): under spawn each worker needs a pickled copy, which fails."""
+
+    def __init__(self, path: Path) -> None:
+        self.handle = open(path, "rb")  # noqa: SIM115 - the fault
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.zeros(2)
+
+
+def test_workers_that_cannot_start_are_a_loader_error_with_the_lazy_open_fix(tmp_path):
+    (tmp_path / "data.bin").write_bytes(b"x")
+    dataset = Unpicklable(tmp_path / "data.bin")
+    try:
+        diagnosis = run(DataLoader(dataset, batch_size=2, num_workers=2, multiprocessing_context="spawn"), budget_s=10.0)
+    finally:
+        dataset.handle.close()
+    found = only(diagnosis, "loader-error")
+    assert "starting the workers" in found.message and "pickle" in found.message and "lazily in the worker" in found.fix
+
+
+def test_the_run_order_and_budget_shares_come_from_the_registry():
+    phases = [rule.phase for rule in doctor.rules_in_order()]
+    assert phases == sorted(phases, key=doctor.PHASES.index)
+    assert all((rule.budget > 0) == (rule.phase == "measure") for rule in doctor.RULES.values())
+    with pytest.raises(ValueError, match="already registered"):
+        doctor.rule("loader-error", severities=("error",), phase="pass", taught_in=("x", "y"))(lambda obs: None)
+
+
+def test_the_thresholds_table_lists_every_rule_and_threshold():
+    text = doctor.table()
+    for rule in doctor.RULES.values():
+        assert f"`{rule.code}`" in text
+        for value, what in rule.thresholds.values():
+            assert f"{what}: {value:g}" in text
 
 
 # --- healthy loaders get no warning and no error
@@ -400,6 +429,56 @@ def test_command_line_exit_status_and_json(tmp_path, function, status, code):
     codes = [f["code"] for f in data["findings"] if f["severity"] != "info"]
     assert (codes == []) if code is None else (code in codes), codes
     assert "data_wait_share" in data["measurements"]
+
+
+def doctor_command(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "helpers.doctor", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_command_line_exits_2_when_it_cannot_run(tmp_path):
+    """2 = could not run (documented in --help): an import failure, a function that raises, bad arguments; never 1 (an error found)."""
+    (tmp_path / "broken.py").write_text("import not_a_module_anywhere\n")
+    (tmp_path / "raises.py").write_text("def make():\n    raise RuntimeError('no data folder')\n")
+    for args, said in [(["broken:make"], "No module named 'not_a_module_anywhere'"), (["raises:make"], "no data folder"),
+                       (["raises:make", "--budget", "soon"], "invalid float value")]:
+        result = doctor_command(tmp_path, *args)
+        assert result.returncode == 2 and said in result.stderr, (args, result.stderr)
+    assert all(line in doctor_command(tmp_path, "--help").stdout for line in doctor.cli.EPILOG.splitlines())
+
+
+HANGS = '''
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Hangs(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        x = torch.randn(256, 256)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            x = x @ x.T / 256  # inside torch's C++ when the doctor gives up
+        return x
+
+def make():
+    return DataLoader(Hangs(), batch_size=2)
+'''
+
+
+def test_command_line_leaves_no_thread_to_abort_it(tmp_path):
+    """A worker-less loader stuck in torch's C++: the thread fetching is still inside it at exit; the exit status is 1, not 134."""
+    (tmp_path / "stuck.py").write_text(HANGS)
+    started = time.perf_counter()
+    result = doctor_command(tmp_path, "stuck:make", "--budget", "3")
+    assert result.returncode == 1 and "[error] loader-error" in result.stdout, result.stdout + result.stderr
+    assert "still inside your loader's code" in result.stdout and time.perf_counter() - started < 20
+
+
+def test_the_console_command_is_declared():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'loader-doctor = "helpers.doctor.cli:run"' in text
 
 
 def test_command_line_names_a_bad_spec(tmp_path):

@@ -123,3 +123,24 @@ def test_report_lists_every_gpu():
     report = env.report()
     assert report.cuda_available and report.gpu_count == torch.cuda.device_count() >= 1
     assert env.needs_cuda("a CUDA test") is True
+
+
+@pytest.mark.parametrize("cores, ranks, workers", [
+    (2, 1, 2),    # 1 + 2 = 3 processes on 2 cores: one over, the main process mostly waits
+    (2, 2, 0),    # 2 ranks already fill 2 cores (+1): no room for workers
+    (16, 1, 16),  # 17 processes on 16 cores
+    (16, 8, 1),   # 8 x (1 + 1) = 16
+    (16, 3, 4),   # 3 x (1 + 4) = 15 <= 17, 3 x (1 + 5) = 18 > 17
+    (1, 1, 1),
+])
+def test_workers_per_rank_is_the_one_rule(cores, ranks, workers):
+    assert env.workers_per_rank(ranks, cores) == workers
+    assert ranks * (1 + workers) <= cores + 1 or workers == 0
+    assert ranks * (2 + workers) > cores + 1  # one more worker would break the rule
+
+
+@pytest.mark.parametrize("ranks, cores, match", [(0, 2, "ranks must be a positive int, got 0"), (1, 0, "cores must be a positive int, got 0"),
+                                                 (True, 2, "ranks must be a positive int, got True"), (1, 2.0, "cores must be a positive int")])
+def test_workers_per_rank_names_bad_input(ranks, cores, match):
+    with pytest.raises(ValueError, match=match):
+        env.workers_per_rank(ranks, cores)

@@ -1,0 +1,70 @@
+"""The doctor from a shell: `loader-doctor module:make_loader` (or `python -m helpers.doctor ...`), with documented exit statuses."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from helpers._validate import short
+from helpers.doctor.reading import threads_left
+from helpers.doctor.run import diagnose
+
+OK, FOUND_ERROR, COULD_NOT_RUN = 0, 1, 2
+EPILOG = """exit status:
+  0  the doctor ran and found no error (warnings and info may be printed)
+  1  the doctor ran and found at least one error (e.g. loader-error, iterable-duplicates)
+  2  the doctor could not run: bad arguments, or your module or function could not be imported or called"""
+
+
+def load(spec: str, what: str) -> Callable[..., Any]:
+    """`module:function` from the current directory or the installed packages."""
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise ValueError(f"{what} must look like module:function, got {short(spec)}")
+    module_name, name = spec.split(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(module_name)
+    if not hasattr(module, name):
+        raise ValueError(f"{what}: module {module_name} has no {name!r}")
+    return getattr(module, name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Diagnose the loader `module:function` returns; print the findings; 0 no error, 1 an error found, 2 could not run."""
+    parser = argparse.ArgumentParser(prog="loader-doctor", description="The loader doctor (lesson 07): measures your DataLoader "
+                                     "for a few seconds and reports findings, each with the numbers behind it and a fix.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("loader", help="module:function returning your DataLoader (the module is imported from the current directory)")
+    parser.add_argument("--step", help="module:function taking one batch: one training step, to measure data wait against compute")
+    parser.add_argument("--json", help="also write the diagnosis as JSON to this file")
+    parser.add_argument("--budget", type=float, default=30.0, help="seconds the measurements may take (default 30)")
+    parser.add_argument("--device", help="the device batches go to (e.g. cuda), for the pinning checks")
+    args = parser.parse_args(argv)  # bad arguments: argparse exits with status 2
+    try:
+        loader = load(args.loader, "loader")()
+        step = load(args.step, "--step") if args.step else None
+        diagnosis = diagnose(loader, step=step, budget_s=args.budget, device=args.device)
+    except Exception as exc:  # noqa: BLE001 - could not run: say why, with the traceback, and exit 2
+        traceback.print_exc()
+        print(f"loader-doctor: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return COULD_NOT_RUN
+    print(diagnosis)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(diagnosis.to_dict(), out, indent=1)
+    return FOUND_ERROR if diagnosis.errors else OK
+
+
+def run() -> None:
+    """The console command: exit with main()'s status, without waiting for a doctor thread stuck in a hung loader."""
+    status = main()
+    if threads_left():  # a thread inside torch's C++ at interpreter exit would abort the process (exit 134)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)

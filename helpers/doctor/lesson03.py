@@ -1,0 +1,295 @@
+"""The doctor's rules whose fixes lesson 03 teaches: a failing loader, data wait and headspace, a busy machine, worker start-up and memory."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from helpers.doctor.findings import Finding
+from helpers.doctor.measure import length, python_payload_mib, ranks_on_node
+from helpers.doctor.reading import plain_traceback, rate, rebuild
+from helpers.doctor.registry import Observation, finding, rule
+from helpers.env import usable_cpus, workers_per_rank
+
+INPUT_BOUND_SHARE = 0.3   # steps that wait for data this share of their time or more
+BUSY_CORES = 0.5          # other programs used this many cores or more while the loader ran (info)
+STARTUP_SHARE = 0.2       # persistent workers would save this share of an epoch or more ...
+STARTUP_MIN_S = 0.25      # ... and at least this many seconds per epoch
+COPY_ON_READ_MIB = 8.0    # pages shared with the parent turned private per worker (median), and Python objects held, in MiB
+REPLAY_STEPS = 24         # steps replayed from memory at most, for the headspace
+
+
+def _fix_for(failure: Any, loader: DataLoader) -> str:
+    """The fix that fits what failed."""
+    text = failure.summary
+    if failure.while_ == "starting the workers" and ("pickle" in text or "Can't get attribute" in text):
+        return ("each worker gets a pickled copy of the dataset under spawn/forkserver (the default on macOS, Windows and, from "
+                "Python 3.14, Linux): open files (h5py, lmdb) lazily in the worker, on first use (lesson 06), and define "
+                "datasets in an importable module, not a notebook (lesson 00)")
+    if "stack expects each tensor to be equal size" in text:
+        return "items of different sizes cannot be stacked: pass a collate_fn that pads them (torch.nn.utils.rnn.pad_sequence)"
+    if failure.while_ == "drawing from the sampler":
+        return "the sampler itself raises: with replacement=False, num_samples must be at most len(weights) (lesson 02)"
+    if failure.timed_out:
+        return ("rerun with num_workers=0 and interrupt it to see where it waits; raise the budget if start-up is just slow "
+                "(persistent_workers=True pays it once)")
+    return "rerun with num_workers=0 for a plain traceback and fix the dataset, sampler or collate_fn it names (lesson 03)"
+
+
+@rule("loader-error", severities=("error",), phase="pass", planted="fails",
+      taught_in=("03_loader_bottlenecks", "10. When the loader fails: three debugging moves"))
+def loader_error(obs: Observation) -> Finding | None:
+    """The loader raised (in the dataset, sampler, collate or while workers start) or gave no batch in time."""
+    failed = obs.failure
+    if failed is None:
+        return None
+    evidence: dict[str, Any] = {"error": failed.summary, "while": failed.while_, "after_s": round(failed.after_s, 2),
+                                "num_workers": obs.loader.num_workers}
+    message = (f"no batch within {failed.after_s:.1f} s (a hang, or a start-up slower than the budget): {failed.summary}"
+               if failed.timed_out else f"the loader raised {failed.summary} while {failed.while_}")
+    index = getattr(failed.error, "doctor_index", None)
+    if obs.loader.num_workers > 0 and not failed.timed_out and failed.while_ == "reading batches":
+        plain = plain_traceback(obs.loader, max(min(obs.left(), 5.0), 1.0))
+        if plain:
+            evidence["traceback_num_workers_0"] = plain
+            message += f"; with num_workers=0 the plain traceback ends: {plain.strip().splitlines()[-1]}"
+    if index is not None:
+        evidence["index"] = index
+    obs.skipped["measurements"] = "the loader failed, so nothing else was measured"
+    return finding("loader-error", "error", message, _fix_for(failed, obs.loader), **evidence)
+
+
+@rule("busy-host", severities=("info",), phase="pass", planted="busy_host",
+      taught_in=("03_loader_bottlenecks", "2. A benchmark you can trust"),
+      thresholds={"BUSY_CORES": (BUSY_CORES, "cores other programs used while the loader ran")})
+def busy_host(obs: Observation) -> Finding | None:
+    """Other programs' CPU while the first pass ran: the machine's busy CPU minus this process and its workers'."""
+    wall, ours, machine = (obs.cpu.get(k, 0.0) for k in ("wall_s", "ours_s", "machine_s"))
+    if wall <= 0.2:
+        obs.skipped["busy-host"] = "the first pass was too short to measure the machine's load"
+        return None
+    others = max(0.0, (machine - ours) / wall)
+    cores = usable_cpus()
+    obs.measured.update(other_programs_cores=round(others, 2), loader_cores=round(ours / wall, 2))
+    if others < BUSY_CORES:
+        return None
+    return finding(
+        "busy-host", "info",
+        f"other programs used {others:.1f} core(s) of this machine while the loader ran (the loader and its workers: "
+        f"{ours / wall:.1f} of {cores} usable): every speed here is what was left to it",
+        "measure on a quiet machine, or ask your scheduler for whole cores; compare speeds measured side by side (lesson 03)",
+        other_cores=others, loader_cores=ours / wall, usable_cores=cores)
+
+
+@rule("copy-on-read", severities=("warning",), phase="pass", planted="copy_on_read",
+      taught_in=("03_loader_bottlenecks", "8. Copy-on-read: why workers' memory grows"),
+      thresholds={"COPY_ON_READ_MIB": (COPY_ON_READ_MIB, "MiB of pages turned from shared to private per worker, and of Python objects held")})
+def copy_on_read(obs: Observation) -> Finding | None:
+    """Pages a forked worker shared with the parent turning private while it reads, from a dataset that holds Python objects."""
+    if obs.loader.num_workers == 0 or not obs.worker_pages:
+        if obs.loader.num_workers and not obs.worker_pages:
+            obs.skipped["copy-on-read"] = "needs /proc/PID/smaps_rollup (Linux 4.14+) to tell shared pages from private ones"
+        return None
+    moved = [start["shared"] - end["shared"] for start, end in obs.worker_pages]
+    payload = python_payload_mib(obs.loader.dataset)
+    median = float(np.median(moved))
+    obs.measured.update(worker_shared_to_private_mib=[round(m, 1) for m in moved], dataset_python_objects_mib=round(payload, 1))
+    if median < COPY_ON_READ_MIB or payload < COPY_ON_READ_MIB:
+        return None
+    epoch = length(obs.loader)
+    read = f"while reading {obs.batches} of {epoch} batches" if epoch else f"while reading {obs.batches} batches"
+    return finding(
+        "copy-on-read", "warning",
+        f"each worker turned {median:.0f} MiB of pages shared with the main process into private copies (median of "
+        f"{len(moved)}) {read}, and the dataset holds about {payload:.0f} MiB of Python objects: reading an object writes "
+        "its reference count, which copies its page into every worker",
+        "keep the dataset's records in numpy arrays or tensors (strings as fixed-width bytes), not lists or dicts of Python objects (lesson 03)",
+        shared_to_private_mib=median, python_objects_mib=payload, batches_read=obs.batches, workers=len(moved))
+
+
+def _first_batch_s(loader: DataLoader) -> float:
+    """Seconds from iter(loader) to its first batch."""
+    started = time.perf_counter()
+    next(iter(loader))
+    return time.perf_counter() - started
+
+
+@rule("startup-cost", severities=("warning",), phase="measure", budget=1.0, planted="startup",
+      applies=lambda obs: obs.loader.num_workers > 0 and not obs.loader.persistent_workers and not obs.iterable,
+      taught_in=("03_loader_bottlenecks", "6. Worker start-up, `persistent_workers` and `prefetch_factor`"),
+      thresholds={"STARTUP_SHARE": (STARTUP_SHARE, "share of an epoch persistent workers would save"),
+                  "STARTUP_MIN_S": (STARTUP_MIN_S, "seconds per epoch persistent workers would save")})
+def startup_cost(obs: Observation) -> Finding | None:
+    """What persistent_workers=True saves each epoch: the first batch with workers starting, against with workers already up."""
+    loader = obs.loader
+    if loader.num_workers == 0 or loader.persistent_workers or obs.iterable:
+        return None
+    per_epoch = length(loader)
+    if per_epoch is None or math.isnan(obs.steady_batch_s):
+        obs.skipped["startup-cost"] = "the epoch's length is unknown (no len(loader))"
+        return None
+    savings: list[float] = []
+    while obs.slot_left() > 1.5 * max(obs.first_batch_s, 0.05) and len(savings) < 3:
+        persistent = rebuild(loader, persistent_workers=True, timeout=max(1.0, obs.slot_left()))
+        try:
+            cold = _first_batch_s(persistent)   # workers start, then the first batch
+            warm = _first_batch_s(persistent)   # the same workers, reset for a new epoch
+        except Exception:  # noqa: BLE001 - a failure here was not seen in the first pass; say less
+            break
+        finally:
+            if persistent._iterator is not None:  # private: the persistent workers' iterator
+                persistent._iterator._shutdown_workers()
+        savings.append(cold - warm)
+    if not savings:
+        obs.skipped["startup-cost"] = "no time left to start the workers twice (cold, then warm)"
+        return None
+    saving = statistics.median(savings)
+    epoch_s = obs.first_batch_s + (per_epoch - 1) * obs.steady_batch_s
+    share = saving / epoch_s if epoch_s > 0 else 0.0
+    obs.measured.update(persistent_saves_s=saving, epoch_s_estimate=epoch_s)
+    if saving < STARTUP_MIN_S or share < STARTUP_SHARE:
+        return None
+    return finding(
+        "startup-cost", "warning",
+        f"starting {loader.num_workers} workers costs {saving:.2f} s before each epoch's first batch (median of {len(savings)}: "
+        f"first batch with new workers minus with persistent ones), {share:.0%} of an epoch of {per_epoch} batches ({epoch_s:.2f} s)",
+        f"set persistent_workers=True: it saves about {saving:.2f} s every epoch after the first",
+        saves_s=saving, epoch_s=epoch_s, share=share, batches_per_epoch=per_epoch, rounds=len(savings))
+
+
+def _timed(obs: Observation, batch: Any) -> float:
+    started = time.perf_counter()
+    obs.step(batch)  # type: ignore[misc]
+    if obs.device is not None and obs.device.type == "cuda":
+        torch.cuda.synchronize(obs.device)
+    return time.perf_counter() - started
+
+
+@rule("headspace", severities=("info",), phase="measure", budget=0.5, planted="input_bound", applies=lambda obs: obs.step is not None,
+      taught_in=("03_loader_bottlenecks", "5. Is my training input-bound?"))
+def headspace(obs: Observation) -> Finding | None:
+    """Batches already read, replayed from memory through the step: how much faster the loop runs with loading free."""
+    if obs.step is None:
+        obs.skipped["headspace"] = (f"no step given: the loader alone delivered {obs.samples_per_s:.0f} samples/s; pass "
+                                    "step=your_train_step to see how much faster your loop would run with loading free")
+        return None
+    if len(obs.kept) < 2 or len(obs.wait_s) < 3:
+        obs.skipped["headspace"] = "fewer than 3 steps ran in the first pass"
+        return None
+    replayed: list[float] = []
+    for i in range(REPLAY_STEPS):
+        if obs.slot_left() <= 0:
+            break
+        replayed.append(_timed(obs, obs.kept[i % len(obs.kept)]))
+    if len(replayed) < 2:
+        obs.skipped["headspace"] = "no time left to replay batches through the step"
+        return None
+    loop_s = float(np.median([w + s for w, s in zip(obs.wait_s[1:], obs.step_s[1:])]))  # medians: a busy machine's
+    free_s = float(np.median(replayed))  # outliers would otherwise decide the ratio
+    times = loop_s / free_s if free_s > 0 else math.inf
+    obs.measured.update(headspace=times, replay_step_ms=1000 * free_s, loop_ms=1000 * loop_s)
+    return finding(
+        "headspace", "info",
+        f"with loading free, the loop would run {times:.2f}x faster: {1000 * loop_s:.1f} ms per step as measured (median), "
+        f"{1000 * free_s:.1f} ms replaying {len(obs.kept)} batches from memory through your step ({len(replayed)} steps)",
+        "a faster loader can gain at most this much; below about 1.1x, work on the step instead",
+        headspace=times, loop_ms=1000 * loop_s, replay_step_ms=1000 * free_s, replayed=len(replayed))
+
+
+@rule("input-bound", severities=("warning",), phase="verdict", planted="input_bound",
+      taught_in=("03_loader_bottlenecks", "5. Is my training input-bound?"),
+      thresholds={"INPUT_BOUND_SHARE": (INPUT_BOUND_SHARE, "share of step time spent waiting for data")})
+def input_bound(obs: Observation) -> Finding | None:
+    """The share of each step spent waiting for the next batch; the advice follows what the sweep measured."""
+    if obs.step is None:
+        obs.skipped["input-bound"] = "no step given: pass step=your_train_step to measure data wait against compute"
+        return None
+    wait, compute = sum(obs.wait_s[1:]), sum(obs.step_s[1:])
+    if wait + compute <= 0:
+        obs.skipped["input-bound"] = "fewer than 2 steps ran within the budget"
+        return None
+    share = wait / (wait + compute)
+    obs.measured.update(data_wait_share=share, wait_ms_median=1000 * float(np.median(obs.wait_s[1:])),
+                        step_ms_median=1000 * float(np.median(obs.step_s[1:])))
+    if share < INPUT_BOUND_SHARE:
+        return None
+    best, gain = obs.measured.get("sweep_best"), obs.measured.get("sweep_gain")
+    if best is not None and gain is not None and best != obs.loader.num_workers and gain >= 1.0:
+        advice = f"set num_workers={best} (the sweep measured {gain:.2f}x the samples/s); then cheaper transforms or batched fetching (__getitems__)"
+    elif best is not None:
+        advice = ("more workers measured no faster here (the sweep): make each item cheaper (decode, transforms) or fetch in "
+                  "batches (__getitems__)")
+    else:
+        advice = "make batches faster: cheaper transforms, batched fetching (__getitems__), or more workers if cores are free (a sweep: lesson 03)"
+    room = obs.measured.get("headspace")
+    headspace_text = f"; with loading free the loop would run {room:.2f}x faster" if isinstance(room, float) else ""
+    return finding(
+        "input-bound", "warning",
+        f"over {len(obs.wait_s) - 1} steps, {share:.0%} of the time was spent waiting for data (median wait "
+        f"{obs.measured['wait_ms_median']:.1f} ms, step {obs.measured['step_ms_median']:.1f} ms){headspace_text}",
+        advice, data_wait_share=share, steps=len(obs.wait_s) - 1, headspace=room)
+
+
+SWEEP_GAIN = 1.3  # more workers must give this many times the samples/s (median of paired rounds)
+
+
+def _sweep_cap() -> int:
+    return max(1, workers_per_rank(ranks_on_node(), usable_cpus()))
+
+
+@rule("workers-too-few", severities=("warning",), phase="measure", budget=3.0, planted="too_few",
+      applies=lambda obs: obs.loader.num_workers < _sweep_cap(),
+      taught_in=("03_loader_bottlenecks", "3. `num_workers` when items cost CPU"),
+      thresholds={"SWEEP_GAIN": (SWEEP_GAIN, "samples/s with more workers over as given (median of interleaved rounds)")})
+def workers_too_few(obs: Observation) -> Finding | None:
+    """A num_workers sweep up to the course's rule, rounds interleaved, each slot sized to the batch time measured."""
+    loader, workers = obs.loader, obs.loader.num_workers
+    cap = _sweep_cap()
+    candidates = sorted({w for w in (workers + 1, workers + 2, 2 * workers) if workers < w <= cap})[:2]
+    if not candidates:
+        obs.skipped["workers-too-few"] = f"num_workers={workers} is already the course's rule for this machine ({cap} per rank)"
+        return None
+    values = [workers, *candidates]
+    first_s = obs.first_batch_s if math.isfinite(obs.first_batch_s) else 0.0
+    batch_s = obs.steady_batch_s - (float(np.mean(obs.step_s[1:])) if obs.step_s[1:] else 0.0)
+    batch_s = batch_s if math.isfinite(batch_s) else 0.0
+
+    def needed(w: int) -> float:
+        """A slot for w workers to start and deliver the warm-up batches `rate` leaves out plus 2 it times, at the
+        batch time the first pass measured shared by the workers up to the cores, with half as much again for load."""
+        warm = 1 if w == 0 else (loader.prefetch_factor or 2) * w
+        return max(0.15, 1.5 * (first_s + (warm + 2) * batch_s / max(1, min(w, cap))))
+
+    per_round = sum(needed(w) for w in values)
+    runs: dict[int, list[float]] = {w: [] for w in values}
+    rounds = 0
+    while rounds < 3 and obs.slot_left() >= per_round:
+        spare = max(0.0, obs.slot_left() / (3 - rounds) - per_round) / len(values)  # spread what is left over the rounds
+        measured = {w: rate(rebuild(loader, num_workers=w, persistent_workers=False), time.perf_counter() + needed(w) + min(spare, 1.0))
+                    for w in (values if rounds % 2 == 0 else values[::-1])}
+        if any(math.isnan(r) for r in measured.values()):
+            break
+        for w, r in measured.items():
+            runs[w].append(r)
+        rounds += 1
+    if rounds < 2:
+        obs.skipped["workers-too-few"] = (f"the budget left time for {rounds} round(s) of the num_workers sweep, 2 are needed "
+                                          f"(a round takes about {per_round:.1f} s at the batch time measured: raise the budget)")
+        return None
+    ratios = {w: float(np.median([runs[w][r] / runs[workers][r] for r in range(rounds)])) for w in candidates}
+    obs.measured["sweep_samples_per_s"] = {w: round(float(np.median(runs[w])), 1) for w in values}
+    best = max(ratios, key=ratios.__getitem__)
+    obs.measured.update(sweep_best=best if ratios[best] > 1.0 else workers, sweep_gain=max(1.0, ratios[best]))
+    if ratios[best] < SWEEP_GAIN:
+        return None
+    return finding(
+        "workers-too-few", "warning",
+        f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} interleaved "
+        f"rounds: {obs.measured['sweep_samples_per_s']})",
+        f"set num_workers={best} (the course's rule allows {cap} per rank on this machine's {usable_cpus()} usable core(s))",
+        num_workers=workers, best=best, speedup=ratios[best], rounds=rounds)

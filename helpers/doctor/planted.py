@@ -1,0 +1,175 @@
+"""One loader per rule with its fault planted, named by the rule's `planted`: the tests run each and expect its code (lesson 07)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
+
+from helpers.env import usable_cpus
+from helpers.imbalance import class_counts, class_weights, sample_weights
+
+
+@dataclass
+class Plant:
+    """A loader with one fault, how to diagnose it, and what the machine must have (`needs`) or the test must pretend."""
+
+    loader: DataLoader
+    step: Callable[[Any], Any] | None = None
+    device: str | None = None
+    budget_s: float = 6.0
+    needs: str = ""  # "cuda", "2 cores", "no accelerator", "another busy program": the test skips or provides it
+    pretend: dict[str, Any] = field(default_factory=dict)  # measure functions the test replaces, e.g. a small /dev/shm
+
+
+def labelled(n: int = 2048, features: int = 16, labels: np.ndarray | None = None) -> TensorDataset:
+    """A TensorDataset of random features and labels (balanced over 4 classes unless given), with `targets`."""
+    y = torch.as_tensor(np.arange(n) % 4 if labels is None else labels, dtype=torch.long)
+    dataset = TensorDataset(torch.randn(n, features, generator=torch.Generator().manual_seed(0)), y)
+    dataset.targets = y
+    return dataset
+
+
+def skewed(n: int = 2000, rare: int = 200) -> np.ndarray:
+    """Labels: n - rare of class 0, then rare of class 1."""
+    return np.r_[np.zeros(n - rare, dtype=np.int64), np.ones(rare, dtype=np.int64)]
+
+
+class Sleepy(Dataset):
+    """Items that wait `ms` milliseconds (I/O-like): more workers help whatever else the cores do."""
+
+    def __init__(self, n: int = 4096, ms: float = 5.0) -> None:
+        self.n, self.ms = n, ms
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep(self.ms / 1000)
+        return torch.full((4,), float(i)), i % 2
+
+
+class Fails(Dataset):
+    """Raises ValueError at index 5."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == 5:
+            raise ValueError("sample 5 is corrupt")
+        return torch.zeros(2)
+
+
+class Stream(IterableDataset):
+    """Samples 0..n-1 as {'key', 'input'}; `sharded` splits them by worker, otherwise every worker yields all."""
+
+    def __init__(self, n: int = 512, sharded: bool = False) -> None:
+        self.n, self.sharded = n, sharded
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        start, step = (info.id, info.num_workers) if self.sharded and info is not None else (0, 1)
+        for i in range(start, self.n, step):
+            yield {"key": f"s{i:05d}", "input": torch.full((4,), float(i))}
+
+
+class Records(Dataset):
+    """Annotations as a list of dicts (pytorch/pytorch#13246): reading one writes reference counts into its pages (copy-on-read)."""
+
+    def __init__(self, n: int = 200_000) -> None:
+        self.rows = [{"path": f"images/{i:07d}.jpg", "label": i % 10, "box": [i % 97, i % 89, 32, 32]} for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        row = self.rows[i]
+        return torch.tensor(row["box"], dtype=torch.float32), row["label"]
+
+
+def oversubscribed() -> Plant:
+    """More workers than cores (PyTorch warns too)."""
+    return Plant(DataLoader(labelled(), batch_size=64, num_workers=usable_cpus() + 1), budget_s=8.0)
+
+
+def shm_too_small() -> Plant:
+    """256 KiB batches x 2 x 2 in flight against a /dev/shm of 512 KiB (a default Docker container with a big batch)."""
+    return Plant(DataLoader(TensorDataset(torch.zeros(512, 1024)), batch_size=64, num_workers=2), pretend={"shm_free_bytes": 512 * 1024})
+
+
+def no_replacement() -> Plant:
+    """Per-sample weights with replacement=False: a weighted permutation."""
+    sampler = WeightedRandomSampler(sample_weights(skewed()), num_samples=2000, replacement=False)
+    return Plant(DataLoader(labelled(2000, labels=skewed()), batch_size=64, sampler=sampler))
+
+
+def class_weights_plant() -> Plant:
+    """One weight per class given where one per sample is needed."""
+    sampler = WeightedRandomSampler(torch.as_tensor(class_weights(class_counts(skewed()))), num_samples=2000)
+    return Plant(DataLoader(labelled(2000, labels=skewed()), batch_size=64, sampler=sampler))
+
+
+def unbalanced() -> Plant:
+    """64 of 4096 samples in class 1, shuffled."""
+    labels = np.zeros(4096, dtype=np.int64)
+    labels[:64] = 1
+    return Plant(DataLoader(labelled(4096, labels=labels), batch_size=64, shuffle=True))
+
+
+def fails() -> Plant:
+    """A dataset that raises at index 5, read by 2 workers."""
+    return Plant(DataLoader(Fails(), batch_size=4, num_workers=2))
+
+
+def busy_host() -> Plant:
+    """A quick loader on a machine where another program keeps a core busy (the test starts it)."""
+    return Plant(DataLoader(Sleepy(ms=2.0), batch_size=8), needs="another busy program")
+
+
+def copy_on_read() -> Plant:
+    """200,000 annotation dicts read by 2 forked workers."""
+    return Plant(DataLoader(Records(), batch_size=256, shuffle=True, num_workers=2, multiprocessing_context="fork"), budget_s=10.0,
+                 needs="Linux (fork, /proc/PID/smaps_rollup)")
+
+
+def startup() -> Plant:
+    """4 batches per epoch from 2 spawned workers that start every epoch."""
+    return Plant(DataLoader(labelled(256), batch_size=64, num_workers=2, multiprocessing_context="spawn"), budget_s=30.0)
+
+
+def input_bound() -> Plant:
+    """Items that wait 2 ms, no workers, a 2 ms step."""
+    return Plant(DataLoader(Sleepy(ms=2.0), batch_size=8), step=lambda batch: time.sleep(0.002))
+
+
+def too_few() -> Plant:
+    """Items that wait 5 ms, no workers."""
+    return Plant(DataLoader(Sleepy(ms=5.0), batch_size=8), budget_s=10.0, needs="2 cores")
+
+
+def duplicates() -> Plant:
+    """An IterableDataset every worker reads in full."""
+    return Plant(DataLoader(Stream(), batch_size=16, num_workers=2))
+
+
+def pin_no_accelerator() -> Plant:
+    """pin_memory=True on a machine without an accelerator."""
+    return Plant(DataLoader(labelled(), batch_size=64, pin_memory=True), needs="no accelerator")
+
+
+def pin_missing() -> Plant:
+    """Batches bound for CUDA in pageable memory."""
+    return Plant(DataLoader(labelled(), batch_size=64), device="cuda", needs="cuda")
+
+
+PLANTS: dict[str, Callable[[], Plant]] = {
+    "oversubscribed": oversubscribed, "shm_too_small": shm_too_small, "no_replacement": no_replacement,
+    "class_weights": class_weights_plant, "unbalanced": unbalanced, "fails": fails, "busy_host": busy_host,
+    "copy_on_read": copy_on_read, "startup": startup, "input_bound": input_bound, "too_few": too_few,
+    "duplicates": duplicates, "pin_no_accelerator": pin_no_accelerator, "pin_missing": pin_missing,
+}

@@ -1,0 +1,237 @@
+"""Reading a loader for the doctor: a deadline on every fetch, the learner's errors caught as findings, no worker or thread left (lesson 07)."""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from helpers.doctor.measure import count, summary
+
+THREAD_PREFIX = "doctor-"  # every thread the doctor starts is named so: `threads_left()` finds those still running
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """How long one batch took to arrive, and the step on it."""
+
+    wait_s: float
+    step_s: float
+
+
+class LoaderFailed(Exception):
+    """The learner's loader raised, or gave no batch in time: what it said, after how long, and while doing what."""
+
+    def __init__(self, summary: str, after_s: float, timed_out: bool, while_: str = "reading batches", error: BaseException | None = None) -> None:
+        super().__init__(summary)
+        self.summary, self.after_s, self.timed_out, self.while_, self.error = summary, after_s, timed_out, while_, error
+
+
+def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: Callable[[Any], None] | None = None,
+            on_end: Callable[[Any], None] | None = None, step: Callable[[Any], float] | None = None,
+            stop_after_samples: int | None = None, fetch_timeout_s: float | None = None,
+            window_after_first: tuple[float, float] | None = None) -> Iterator[tuple[Arrival, Any]]:
+    """Yield (timing, batch) until the epoch ends, `max_batches`, `deadline` or `stop_after_samples`; raise LoaderFailed on an error or a hang.
+
+    `window_after_first=(seconds, latest)` moves the deadline once the first batch and its step are done: `seconds`
+    from then, but no later than `latest`. The first step carries one-off costs (a CUDA context, kernels loaded on
+    first use) that can take longer than the whole window; they are start-up, not the loop's steady state.
+    """
+    started = time.perf_counter()
+    first_wait = max(1.0, deadline - started if fetch_timeout_s is None else fetch_timeout_s)
+    try:
+        source: _FetchInMain | _FetchInThread = (
+            _FetchInMain(rebuild(loader, timeout=first_wait)) if loader.num_workers > 0 else _FetchInThread(loader, first_wait))
+    except Exception as exc:  # noqa: BLE001 - starting the workers runs the learner's code (pickling the dataset under spawn)
+        raise LoaderFailed(summary(exc), time.perf_counter() - started, False, "starting the workers", exc) from None
+    n = samples = 0
+    failed = False
+    try:
+        while n < max_batches and (n == 0 or time.perf_counter() < deadline):
+            before = time.perf_counter()
+            try:
+                batch = next(source)
+            except StopIteration:
+                return
+            except LoaderFailed:
+                failed = True
+                raise
+            except Exception as exc:  # noqa: BLE001 - the learner's loader may raise anything; it is the finding
+                failed = True
+                raise LoaderFailed(summary(exc), time.perf_counter() - started, "timed out" in str(exc), error=exc) from None
+            wait = time.perf_counter() - before
+            if n == 0 and on_start is not None:
+                on_start(getattr(source, "iterator", None))
+            spent = step(batch) if step is not None else 0.0
+            n += 1
+            samples += count(batch)
+            yield Arrival(wait, spent), batch
+            if n == 1 and window_after_first is not None:
+                deadline = min(time.perf_counter() + window_after_first[0], window_after_first[1])
+            if stop_after_samples is not None and samples >= stop_after_samples:
+                return
+    finally:
+        if on_end is not None and n:
+            on_end(getattr(source, "iterator", None))
+        source.close(kill=failed)
+
+
+class _FetchInMain:
+    """Iterate a loader with workers here: its own `timeout` bounds each fetch; close() shuts the workers down."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self.iterator: Any = iter(loader)
+
+    def __iter__(self) -> _FetchInMain:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self.iterator)
+
+    def close(self, kill: bool = False) -> None:
+        if kill and getattr(self.iterator, "_workers", None):
+            # A hung worker would hold shutdown for torch's 5 s join timeout: stop it first. Torch's SIGCHLD handler
+            # would report the stopped worker as a crash, so its pids are unregistered first (private API, as in
+            # torch's own _shutdown_workers; the hang tests catch a rename).
+            if self.iterator._worker_pids_set:
+                torch.utils.data._utils.signal_handling._remove_worker_pids(id(self.iterator))
+                self.iterator._worker_pids_set = False
+            for worker in self.iterator._workers:
+                if worker.is_alive():
+                    worker.terminate()
+        shutdown = getattr(self.iterator, "_shutdown_workers", None)  # private; `del` alone leaves it to the garbage collector
+        if shutdown is not None:
+            shutdown()
+        self.iterator = None
+
+
+class _FetchInThread:
+    """Iterate a worker-less loader in a thread, so a hung __getitem__ times out here instead of hanging the doctor.
+
+    The thread fetches a batch only when asked: reading ahead would overlap the fetch with the step, which a loop
+    without workers never does, and hide its data wait. close() stops the thread; one still inside a hung fetch is
+    reported (`threads_left`), and the command line exits without waiting for it: a thread left inside torch's C++
+    at interpreter exit aborts the process (exit 134).
+    """
+
+    def __init__(self, loader: DataLoader, first_wait_s: float) -> None:
+        self.wait_s = first_wait_s
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=2)
+        self.stop = threading.Event()
+        self.wanted = threading.Semaphore(0)  # one per __next__: no read-ahead, so the wait measured is the loop's own fetch
+        self.thread = threading.Thread(target=self._produce, args=(loader,), daemon=True, name=THREAD_PREFIX + "fetch")
+        self.thread.start()
+
+    def _produce(self, loader: DataLoader) -> None:
+        try:
+            source = iter(loader)
+            while True:
+                while not self.wanted.acquire(timeout=0.05):  # fetch only when asked, as a loop without workers does
+                    if self.stop.is_set():
+                        return
+                if self.stop.is_set():
+                    return
+                try:
+                    batch = next(source)
+                except StopIteration:
+                    self.queue.put(("end", None))
+                    return
+                self.queue.put(("batch", batch))
+        except Exception as exc:  # noqa: BLE001 - passed to the reader, which reports it
+            self.queue.put(("error", exc))
+
+    def __iter__(self) -> _FetchInThread:
+        return self
+
+    def __next__(self) -> Any:
+        self.wanted.release()
+        try:
+            kind, value = self.queue.get(timeout=self.wait_s)
+        except queue.Empty:
+            raise LoaderFailed(f"no batch came within {self.wait_s:.1f} s (num_workers=0: the dataset or collate_fn is stuck)",
+                               self.wait_s, True) from None
+        if kind == "end":
+            raise StopIteration
+        if kind == "error":
+            raise value
+        return value
+
+    def close(self, kill: bool = False) -> None:
+        self.stop.set()
+        self.thread.join(0.5)  # parked: it ends at once; inside a hung fetch: the run reports it, the command line exits without it
+
+
+def threads_left() -> list[str]:
+    """Names of the doctor's threads still running (inside a hung __getitem__ of yours)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()]
+
+
+def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
+    """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers)."""
+    workers = changes.get("num_workers", loader.num_workers)
+    kwargs: dict[str, Any] = {
+        "num_workers": workers, "collate_fn": loader.collate_fn, "pin_memory": loader.pin_memory,
+        "worker_init_fn": loader.worker_init_fn, "generator": loader.generator,
+        "timeout": changes.get("timeout", loader.timeout) if workers > 0 else 0,
+    }
+    if workers > 0:
+        kwargs.update(multiprocessing_context=loader.multiprocessing_context, prefetch_factor=loader.prefetch_factor,
+                      persistent_workers=changes.get("persistent_workers", loader.persistent_workers))
+        if loader.timeout and "timeout" in changes:
+            kwargs["timeout"] = min(loader.timeout, changes["timeout"])
+    if hasattr(loader, "in_order"):
+        kwargs["in_order"] = loader.in_order
+    if isinstance(loader.dataset, IterableDataset):
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
+    elif loader.batch_size is None and getattr(loader, "_auto_collation", False):
+        kwargs["batch_sampler"] = loader.batch_sampler  # a custom batch sampler
+    else:
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last, sampler=loader.sampler)
+    return DataLoader(loader.dataset, **kwargs)
+
+
+def plain_traceback(loader: DataLoader, wait_s: float) -> str | None:
+    """The traceback a num_workers=0 copy of `loader` gives within `wait_s`, or None if it gives none."""
+    result: dict[str, str] = {}
+    stop = threading.Event()
+
+    def first() -> None:
+        try:
+            for _ in rebuild(loader, num_workers=0):
+                if stop.is_set():
+                    return
+        except Exception:  # noqa: BLE001 - the traceback is what we want
+            result["tb"] = traceback.format_exc()
+
+    thread = threading.Thread(target=first, daemon=True, name=THREAD_PREFIX + "plain")
+    thread.start()
+    thread.join(wait_s)
+    stop.set()
+    thread.join(1.0)
+    return result.get("tb")
+
+
+def rate(loader: DataLoader, deadline: float) -> float:
+    """Samples/s of `loader` after its warm-up batches, reading until `deadline`; NaN if too few batches."""
+    warm = 1 if loader.num_workers == 0 else (loader.prefetch_factor or 2) * loader.num_workers
+    times: list[float] = []
+    samples = 0
+    try:
+        last = None
+        for i, (_, batch) in enumerate(batches(loader, deadline, 100_000)):
+            now = time.perf_counter()
+            if i >= warm:
+                times.append(now - last)  # type: ignore[operator]
+                samples += count(batch)
+            last = now
+    except LoaderFailed:
+        return float("nan")
+    if len(times) < 2:
+        return float("nan")
+    return samples / sum(times)

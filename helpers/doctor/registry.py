@@ -1,0 +1,146 @@
+"""The doctor's rules in one registry: each registered once, with its severities, phase, thresholds, lesson and planted fault (lesson 07).
+
+A rule is a function taking the `Observation` of one loader and returning a `Finding` or None: the same shape
+as the checks you pass to `diagnose(checks=...)`. The run order and each rule's share of the budget come from
+here: rules run phase by phase, in the order they were registered, and a rule with its own measurements gets
+a slot in proportion to its `budget` weight.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from helpers.doctor.findings import SEVERITIES, Finding
+
+# Before reading (the loader's settings, the sampler's draws), on the first pass's measurements, with measurements
+# of its own (a slot of the budget each), and last, on everything measured (advice that depends on the sweep).
+PHASES = ("static", "pass", "measure", "verdict")
+
+
+@dataclass
+class Observation:
+    """What the doctor knows about one loader: its settings, the first pass's measurements, and room to add more (lesson 07)."""
+
+    loader: DataLoader
+    step: Callable[[Any], Any] | None = None
+    device: torch.device | None = None
+    deadline: float = math.inf  # perf_counter time the doctor's measurements must end by
+    batches: int = 0
+    samples: int = 0
+    first_batch_s: float = math.nan
+    batch_times_s: list[float] = field(default_factory=list)  # after the first: fetch (+ step) per batch
+    wait_s: list[float] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
+    labels: np.ndarray | None = None
+    identities: list[str] = field(default_factory=list)
+    batch_bytes: int = 0
+    pinned: bool | None = None
+    first_batch: Any = None
+    draws: np.ndarray | None = None  # indices drawn from a weighted sampler before reading
+    kept: list[Any] = field(default_factory=list)  # batches kept in memory to replay through the step (headspace)
+    worker_pages: list[tuple[dict[str, float], dict[str, float]]] = field(default_factory=list)  # per worker: start, end
+    cpu: dict[str, float] = field(default_factory=dict)  # the first pass's wall time and CPU seconds, ours and the machine's
+    measured: dict[str, Any] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    slot_end: float = math.inf  # a measuring rule's own slot of the budget ends here
+    failure: Any = None  # the LoaderFailed that stopped the reading, if any
+
+    @property
+    def iterable(self) -> bool:
+        """True for an IterableDataset (no sampler, no len)."""
+        return isinstance(self.loader.dataset, IterableDataset)
+
+    @property
+    def steady_batch_s(self) -> float:
+        """Mean time per batch after the first (with `step`: data wait + step): batches that arrive in pairs average out."""
+        return float(np.mean(self.batch_times_s)) if self.batch_times_s else math.nan
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples per second after the first batch."""
+        spent = sum(self.batch_times_s)
+        per_batch = self.samples / self.batches if self.batches else 0
+        return per_batch * len(self.batch_times_s) / spent if spent > 0 else math.nan
+
+    def left(self) -> float:
+        """Seconds left in the budget."""
+        return self.deadline - time.perf_counter()
+
+    def slot_left(self) -> float:
+        """Seconds left in this rule's own slot (and the budget)."""
+        return min(self.slot_end, self.deadline) - time.perf_counter()
+
+
+Check = Callable[[Observation], "Finding | None"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One registered rule: its code, the severities it may report, when it runs, its thresholds and where its fix is taught."""
+
+    code: str
+    severities: tuple[str, ...]
+    phase: str
+    taught_in: tuple[str, str]  # (notebook stem, section heading without the '## ')
+    check: Check
+    thresholds: dict[str, tuple[float, str]] = field(default_factory=dict)  # name: (value, what it bounds)
+    budget: float = 0.0  # a measuring rule's weight in sharing the budget left after the first pass
+    planted: str = ""  # helpers.doctor.planted's function that builds a loader with this fault
+    applies: Callable[[Observation], bool] | None = None  # a measuring rule: whether it will measure (else its share goes to others)
+
+    @property
+    def lesson(self) -> str:
+        """Where the fix is taught, as a Finding names it."""
+        return f"{self.taught_in[0]}.ipynb, section {self.taught_in[1]}"
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(code: str, *, severities: tuple[str, ...], phase: str, taught_in: tuple[str, str], planted: str = "",
+         thresholds: dict[str, tuple[float, str]] | None = None, budget: float = 0.0,
+         applies: Callable[[Observation], bool] | None = None) -> Callable[[Check], Check]:
+    """Register the decorated check as the rule for `code` (each code once)."""
+    if code in RULES:
+        raise ValueError(f"code {code!r} is already registered by {RULES[code].check.__module__}")
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    if not severities or not set(severities) <= set(SEVERITIES):
+        raise ValueError(f"severities must be some of {SEVERITIES}, got {severities!r}")
+    if (budget > 0) != (phase == "measure"):
+        raise ValueError(f"{code}: a budget weight goes with phase 'measure' and only there, got {budget} for {phase!r}")
+
+    def register(check: Check) -> Check:
+        RULES[code] = Rule(code, tuple(severities), phase, taught_in, check, dict(thresholds or {}), budget, planted, applies)
+        return check
+
+    return register
+
+
+def finding(code: str, severity: str, message: str, fix: str, **evidence: Any) -> Finding:
+    """A Finding for a registered code, with its lesson filled in (lesson 07)."""
+    known = RULES[code]
+    if severity not in known.severities:
+        raise ValueError(f"{code} reports {known.severities}, not {severity!r}")
+    return Finding(code, severity, message, fix, evidence, known.lesson)
+
+
+def in_order() -> list[Rule]:
+    """The registered rules in run order: phase by phase, each phase in registration order."""
+    return sorted(RULES.values(), key=lambda r: PHASES.index(r.phase))
+
+
+def table() -> str:
+    """The registry as a Markdown table: code, severities, phase, thresholds, where it is taught (lesson 07)."""
+    rows = ["| code | severity | when | threshold | taught in |", "|---|---|---|---|---|"]
+    for r in in_order():
+        limits = "; ".join(f"{what}: {value:g}" for value, what in r.thresholds.values()) or "-"
+        rows.append(f"| `{r.code}` | {', '.join(r.severities)} | {r.phase} | {limits} | {r.taught_in[0]} section {r.taught_in[1]} |")
+    return "\n".join(rows)

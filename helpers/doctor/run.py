@@ -1,0 +1,156 @@
+"""One diagnosis: the registry's rules phase by phase around one pass over the loader, within the budget (lesson 07)."""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from helpers._validate import as_device, short
+from helpers.batches import tensors
+from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
+from helpers.doctor.measure import count, cpu_seconds, identities, is_pinned, labels, length, pages, summary
+from helpers.doctor.reading import Arrival, LoaderFailed, batches, threads_left
+from helpers.doctor.registry import Check, Observation, Rule, in_order
+
+FIRST_PASS_SHARE = 0.45      # of the budget: the loader as given; the rest goes to the rules' own measurements
+KEEP_BATCHES = 32            # batches kept in memory to replay through the step (headspace) ...
+KEEP_BYTES = 256 * 1024 ** 2  # ... and at most this many bytes of them
+MAX_BATCHES = 400
+
+
+def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, budget_s: float = 30.0,
+             device: Any = None, checks: Sequence[Check] = ()) -> Diagnosis:
+    """Measure `loader` (and `step(batch)` when given) within `budget_s` seconds and return the findings; `checks` adds your own (lesson 07)."""
+    if not isinstance(loader, DataLoader):
+        raise TypeError(f"loader must be a torch.utils.data.DataLoader, got {short(loader)}")
+    if step is not None and not callable(step):
+        raise TypeError(f"step must be a callable taking one batch, got {short(step)}")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) or budget_s <= 0:
+        raise ValueError(f"budget_s must be a positive number of seconds, got {short(budget_s)}")
+    device = None if device is None else as_device("device", device)
+    if device is not None and device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device is {device}, but CUDA is not available here")
+    if not isinstance(checks, Sequence) or not all(callable(c) for c in checks):
+        raise TypeError(f"checks must be a sequence of callables taking an Observation, got {short(checks)}")
+    start = time.perf_counter()
+    obs = Observation(loader, step, device, deadline=start + 0.85 * budget_s)  # the rest covers stopping workers
+    obs.measured.update(num_workers=loader.num_workers, batch_size=loader.batch_size, pin_memory=loader.pin_memory,
+                        persistent_workers=loader.persistent_workers)
+    findings: list[Finding] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rules = in_order()
+        for phase in ("static", "pass", "measure", "verdict"):
+            if phase == "pass" and obs.failure is None:
+                _first_pass(obs)
+            if obs.failure is not None or (phase != "static" and obs.batches == 0):
+                break
+            _run_phase(obs, [r for r in rules if r.phase == phase], findings)
+        if obs.failure is not None:
+            _run_phase(obs, [r for r in rules if r.code == "loader-error"], findings)
+        elif obs.batches == 0 and "all" not in obs.skipped:
+            obs.skipped["all"] = "the loader yielded no batch"
+        else:
+            for check in checks:
+                result = check(obs)
+                if result is not None and not isinstance(result, Finding):
+                    raise TypeError(f"check {getattr(check, '__name__', short(check))} must return a Finding or None, got {short(result)}")
+                if result is not None:
+                    findings.append(result)
+    obs.kept.clear()
+    left = threads_left()
+    if left:
+        obs.skipped["threads"] = (f"{len(left)} doctor thread(s) still inside your loader's code (it hung): they end when that "
+                                  "call returns; the command line exits without waiting")
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    findings.sort(key=lambda f: order[f.severity])
+    seen = sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught})
+    return Diagnosis(findings, obs.measured, obs.skipped, time.perf_counter() - start, float(budget_s), seen)
+
+
+def _run_phase(obs: Observation, rules: list[Rule], findings: list[Finding]) -> None:
+    """Run `rules` in order; a measuring rule gets its weight's share of what is left; the learner's errors become loader-error."""
+    for i, rule in enumerate(rules):
+        if obs.failure is not None and rule.code != "loader-error":
+            return
+        weights = sum(r.budget for r in rules[i:] if r.applies is None or r.applies(obs))
+        obs.slot_end = time.perf_counter() + obs.left() * rule.budget / max(weights, rule.budget) if rule.budget else math.inf
+        try:
+            result = rule.check(obs)
+        except LoaderFailed as failed:
+            obs.failure = failed
+            return
+        except Exception as exc:  # noqa: BLE001 - a rule that breaks says so and the others still run
+            obs.skipped[rule.code] = f"the check itself failed: {summary(exc)}"
+            continue
+        if result is not None:
+            findings.append(result)
+
+
+def _first_pass(obs: Observation) -> None:
+    """Read the loader as given (with the step when there is one) for a share of the budget, recording what rules need."""
+    loader = obs.loader
+    limit = length(loader)
+    window = FIRST_PASS_SHARE * obs.left()
+    state: dict[str, Any] = {}
+
+    def started(iterator: Any) -> None:
+        state["pids"] = [w.pid for w in getattr(iterator, "_workers", [])]  # private: the worker processes
+        state["pages"] = [pages(pid) for pid in state["pids"]]
+        state["cpu"], state["t"] = cpu_seconds(), time.perf_counter()
+
+    def ending(iterator: Any) -> None:
+        end = [pages(pid) for pid in state.get("pids", [])]
+        obs.worker_pages = [(a, b) for a, b in zip(state.get("pages", []), end) if a is not None and b is not None]
+        if "cpu" in state:
+            (ours0, machine0), (ours1, machine1) = state["cpu"], cpu_seconds()
+            obs.cpu = {"wall_s": time.perf_counter() - state["t"], "ours_s": ours1 - ours0, "machine_s": machine1 - machine0}
+
+    try:
+        for arrival, batch in batches(loader, time.perf_counter() + window, min(limit, MAX_BATCHES) if limit else MAX_BATCHES,
+                                      on_start=started, on_end=ending, step=(lambda b: _timed_step(obs, b)) if obs.step else None,
+                                      fetch_timeout_s=0.75 * obs.left(),  # a slow start-up is not a hang
+                                      window_after_first=(window, obs.deadline)):  # nor is a slow first step
+            _observe(obs, arrival, batch)
+    except LoaderFailed as failed:
+        obs.failure = failed
+        return
+    if obs.batches:
+        obs.measured.update(batches_read=obs.batches, samples_read=obs.samples, first_batch_s=obs.first_batch_s,
+                            steady_batch_s=obs.steady_batch_s, samples_per_s=obs.samples_per_s)
+
+
+def _timed_step(obs: Observation, batch: Any) -> float:
+    started = time.perf_counter()
+    obs.step(batch)  # type: ignore[misc]
+    if obs.device is not None and obs.device.type == "cuda":
+        torch.cuda.synchronize(obs.device)
+    return time.perf_counter() - started
+
+
+def _observe(obs: Observation, arrival: Arrival, batch: Any) -> None:
+    if obs.batches == 0:
+        obs.first_batch_s, obs.first_batch = arrival.wait_s, batch
+        found = tensors(batch)
+        obs.batch_bytes = sum(t.numel() * t.element_size() for t in found)
+        obs.pinned = all(is_pinned(t) for t in found) if found else None
+    else:
+        obs.batch_times_s.append(arrival.wait_s + arrival.step_s)
+    if obs.step is not None:
+        obs.wait_s.append(arrival.wait_s)
+        obs.step_s.append(arrival.step_s)
+        if len(obs.kept) < KEEP_BATCHES and (len(obs.kept) + 1) * obs.batch_bytes <= KEEP_BYTES:
+            obs.kept.append(batch)
+    obs.batches += 1
+    obs.samples += count(batch)
+    found = labels(batch)
+    if found is not None:
+        obs.labels = found if obs.labels is None else np.concatenate([obs.labels, found])
+    if obs.iterable:
+        obs.identities.extend(identities(batch))
