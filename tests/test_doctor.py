@@ -167,6 +167,7 @@ EVIDENCE = {  # per code: a check of the finding beyond its code, from the plant
     "headspace": lambda f: f.evidence["headspace"] >= 1.5,  # a 2 ms step that waits 16 ms for 8 items of 2 ms
     "workers-too-few": lambda f: f.evidence["best"] >= 1 and f.evidence["speedup"] >= doctor.SWEEP_GAIN,
     "iterable-duplicates": lambda f: f.severity == "error" and f.evidence["distinct"] * 2 == f.evidence["samples"],
+    "threads-oversubscribed": lambda f: f.evidence["threads_per_worker"] > 1 and f.evidence["gain"] >= doctor.THREADS_GAIN,
     "pin-memory-no-accelerator": lambda f: f.severity == "warning",
     "pin-memory-missing": lambda f: f.severity == "warning",
 }
@@ -250,8 +251,8 @@ def test_fewer_weights_than_samples_but_not_one_per_class_is_a_warning():
     assert found.severity == "warning" and found.evidence["classes"] == 4 and "one per class" not in found.message
 
 
-def test_the_loaders_own_workers_are_not_a_busy_host():
-    """Two workers decoding flat out use the cores: that is the loader, not other programs."""
+def test_the_loaders_own_workers_are_not_a_busy_host_nor_oversubscribed_threads():
+    """Two workers decoding flat out use the cores: that is the loader, not other programs, and one thread each."""
     from helpers.workloads import spin, spin_iterations_per_ms
 
     iterations = round(3 * spin_iterations_per_ms())
@@ -267,6 +268,7 @@ def test_the_loaders_own_workers_are_not_a_busy_host():
     background = (sum(after) - after.idle - sum(before) + before.idle) / (time.perf_counter() - started)
     diagnosis = run(DataLoader(Busy(), batch_size=8, num_workers=2), budget_s=6.0)
     assert diagnosis.measurements["loader_cores"] >= 0.5, str(diagnosis)
+    assert "threads-oversubscribed" not in diagnosis.codes, str(diagnosis)  # busy, but one working thread per worker
     assert diagnosis.measurements["other_programs_cores"] <= background + 0.5, (background, str(diagnosis))
 
 

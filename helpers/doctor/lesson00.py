@@ -1,12 +1,23 @@
 """The doctor's rules whose fixes lesson 00 teaches: processes against usable cores, shared memory for batches in flight."""
 from __future__ import annotations
 
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
 from helpers.doctor.findings import Finding, fmt_bytes
 from helpers.doctor.measure import ranks_on_node, shm_free_bytes
+from helpers.doctor.reading import alternating_rates, rebuild
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
 
 SHM_WARN_SHARE = 0.5  # batches in flight take this share of free /dev/shm: warning; over all of it: error
+THREADS_GAIN = 1.2    # one thread per worker must give this many times the samples/s (median of interleaved rounds, each above 1)
+TURN_S = 0.25         # each loader's turn in a round times at least this long, at the batch time first measured
 
 
 @rule("workers-oversubscribed", severities=("warning", "info"), phase="static", planted="oversubscribed",
@@ -59,3 +70,57 @@ def shm_too_small(obs: Observation) -> Finding | None:
         f"in shared memory, against {fmt_bytes(free)} free in /dev/shm",
         "give /dev/shm more room (Docker: --shm-size=8g or --ipc=host), or lower batch_size, prefetch_factor or num_workers",
         batch_bytes=obs.batch_bytes, bytes_in_flight=in_flight, shm_free_bytes=free)
+
+
+class OneThread:
+    """A worker_init_fn: the loader's own, then this worker's BLAS/OpenMP pools, torch and OpenCV limited to one thread each."""
+
+    def __init__(self, inner: Callable[[int], None] | None) -> None:
+        self.inner = inner
+
+    def __call__(self, worker_id: int) -> None:
+        from threadpoolctl import threadpool_limits  # the BLAS and OpenMP pools loaded in this worker
+
+        if self.inner is not None:
+            self.inner(worker_id)
+        threadpool_limits(1)
+        torch.set_num_threads(1)
+        if "cv2" in sys.modules:
+            sys.modules["cv2"].setNumThreads(1)
+
+
+def _oversubscribed(obs: Observation) -> bool:
+    workers, most = obs.loader.num_workers, max(obs.worker_threads, default=1)
+    return workers > 0 and most > 1 and workers * most > usable_cpus()
+
+
+@rule("threads-oversubscribed", severities=("warning",), phase="measure", budget=1.5, planted="threads", applies=_oversubscribed,
+      taught_in=("00_setup_check", "6. How many processes will your loaders start?"),
+      thresholds={"THREADS_GAIN": (THREADS_GAIN, "samples/s with one thread per worker over as given (median of interleaved rounds)")})
+def threads_oversubscribed(obs: Observation) -> Finding | None:
+    """Workers running several threads each, more in all than the cores, measured against the same loader with one thread per worker."""
+    if not _oversubscribed(obs):
+        return None
+    workers, most, cores = obs.loader.num_workers, max(obs.worker_threads), usable_cpus()
+    timeout = max(1.0, obs.slot_left())
+    pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
+            rebuild(obs.loader, persistent_workers=True, timeout=timeout, worker_init_fn=OneThread(obs.loader.worker_init_fn))]
+    per_turn = min(200, max(2 * workers, math.ceil(TURN_S / max(obs.steady_batch_s, 1e-4))))  # turns long enough to time
+    rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
+    ratios = [limited / given for given, limited in rounds if given > 0]
+    obs.measured["worker_threads"] = list(obs.worker_threads)
+    if len(ratios) < 2:
+        obs.skipped["threads-oversubscribed"] = (f"{workers} workers ran up to {most} working threads each on {cores} cores, but the budget left "
+                                                 f"time for {len(ratios)} round(s) of the comparison, 2 are needed")
+        return None
+    gain = statistics.median(ratios)
+    obs.measured["one_thread_per_worker_gain"] = [round(r, 2) for r in ratios]
+    if gain < THREADS_GAIN or min(ratios) <= 1.0:
+        return None
+    return finding(
+        "threads-oversubscribed", "warning",
+        f"{workers} workers ran up to {most} threads computing side by side ({workers * most} on {cores} usable cores); limited to one thread "
+        f"per worker, the loader gave {gain:.2f}x the samples/s (median of {len(ratios)} interleaved rounds)",
+        "limit each worker to one thread in worker_init_fn: threadpoolctl.threadpool_limits(1) for numpy's BLAS, "
+        "torch.set_num_threads(1), cv2.setNumThreads(1) (or OMP_NUM_THREADS=1 before the program starts)",
+        workers=workers, threads_per_worker=most, usable_cores=cores, gain=gain, rounds=len(ratios))

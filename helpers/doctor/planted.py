@@ -157,6 +157,26 @@ def duplicates() -> Plant:
     return Plant(DataLoader(Stream(), batch_size=16, num_workers=2))
 
 
+class Whitened(Dataset):
+    """Items whitened by a fixed 512x512 float64 matrix in numpy: OpenBLAS runs its own threads in every worker."""
+
+    def __init__(self, n: int = 1024) -> None:
+        basis = np.random.default_rng(0).standard_normal((512, 512))
+        self.matrix = basis @ basis.T / 512
+
+    def __len__(self) -> int:
+        return 1024
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        patches = np.random.default_rng(i).standard_normal((32, 512))
+        return torch.from_numpy((patches @ self.matrix).astype(np.float32)), i % 4
+
+
+def threads() -> Plant:
+    """2 workers each running numpy's BLAS threads (one per core) on a matmul transform."""
+    return Plant(DataLoader(Whitened(), batch_size=16, num_workers=2, persistent_workers=True), budget_s=20.0, needs="2 cores")
+
+
 def pin_no_accelerator() -> Plant:
     """pin_memory=True on a machine without an accelerator."""
     return Plant(DataLoader(labelled(), batch_size=64, pin_memory=True), needs="no accelerator")
@@ -171,5 +191,5 @@ PLANTS: dict[str, Callable[[], Plant]] = {
     "oversubscribed": oversubscribed, "shm_too_small": shm_too_small, "no_replacement": no_replacement,
     "class_weights": class_weights_plant, "unbalanced": unbalanced, "fails": fails, "busy_host": busy_host,
     "copy_on_read": copy_on_read, "startup": startup, "input_bound": input_bound, "too_few": too_few,
-    "duplicates": duplicates, "pin_no_accelerator": pin_no_accelerator, "pin_missing": pin_missing,
+    "duplicates": duplicates, "threads": threads, "pin_no_accelerator": pin_no_accelerator, "pin_missing": pin_missing,
 }

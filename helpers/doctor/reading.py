@@ -1,7 +1,9 @@
 """Reading a loader for the doctor: a deadline on every fetch, the learner's errors caught as findings, no worker or thread left (lesson 07)."""
 from __future__ import annotations
 
+import os
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -173,11 +175,11 @@ def threads_left() -> list[str]:
 
 
 def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
-    """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers)."""
+    """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn)."""
     workers = changes.get("num_workers", loader.num_workers)
     kwargs: dict[str, Any] = {
         "num_workers": workers, "collate_fn": loader.collate_fn, "pin_memory": loader.pin_memory,
-        "worker_init_fn": loader.worker_init_fn, "generator": loader.generator,
+        "worker_init_fn": changes.get("worker_init_fn", loader.worker_init_fn), "generator": loader.generator,
         "timeout": changes.get("timeout", loader.timeout) if workers > 0 else 0,
     }
     if workers > 0:
@@ -235,3 +237,65 @@ def rate(loader: DataLoader, deadline: float) -> float:
     if len(times) < 2:
         return float("nan")
     return samples / sum(times)
+
+
+def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int, rounds: int = 3) -> list[list[float]]:
+    """Samples/s of each loader, per round, taking turns on workers started once; rounds alternate the order, until `deadline`.
+
+    While one loader is timed, the others' workers are paused (SIGSTOP), so refilling their queues cannot take its
+    cores; each turn first takes the batches its own workers queued, then times `batches_per_turn`. The loaders
+    must have persistent workers; on an error, a hang or the deadline, the rounds so far are returned.
+    """
+    iterators = [iter(loader) for loader in loaders]
+    pids = [[w.pid for w in getattr(it, "_workers", [])] for it in iterators]  # private: each loader's worker processes
+    results: list[list[float]] = []
+    try:
+        for iterator in iterators:
+            next(iterator)  # the workers have started
+        turn_s = 0.0
+        while len(results) < rounds and time.perf_counter() + 1.2 * turn_s * len(loaders) < deadline:
+            started_round, rates = time.perf_counter(), [0.0] * len(loaders)
+            order = list(range(len(loaders))) if len(results) % 2 == 0 else list(range(len(loaders)))[::-1]
+            for i in order:
+                _signal([p for j, group in enumerate(pids) if j != i for p in group], signal.SIGSTOP)
+                _signal(pids[i], signal.SIGCONT)
+                queued = (loaders[i].prefetch_factor or 2) * loaders[i].num_workers
+                iterators[i] = _take(loaders[i], iterators[i], queued)
+                started, samples = time.perf_counter(), 0
+                for _ in range(batches_per_turn):
+                    iterators[i], batch = _next(loaders[i], iterators[i])
+                    samples += count(batch)
+                rates[i] = samples / (time.perf_counter() - started)
+            turn_s = (time.perf_counter() - started_round) / len(loaders)
+            results.append(rates)
+    except Exception:  # noqa: BLE001 - an error or a timeout here: keep the rounds measured so far
+        pass
+    finally:
+        _signal([p for group in pids for p in group], signal.SIGCONT)  # a paused worker would hold shutdown
+        for loader in loaders:
+            if getattr(loader, "_iterator", None) is not None:  # private: the persistent workers' iterator
+                loader._iterator._shutdown_workers()
+    return results
+
+
+def _signal(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:  # a worker that already exited
+            pass
+
+
+def _next(loader: DataLoader, iterator: Any) -> tuple[Any, Any]:
+    """The next batch, starting a new epoch on the same persistent workers when one ends."""
+    try:
+        return iterator, next(iterator)
+    except StopIteration:
+        iterator = iter(loader)
+        return iterator, next(iterator)
+
+
+def _take(loader: DataLoader, iterator: Any, n: int) -> Any:
+    for _ in range(n):
+        iterator, _ = _next(loader, iterator)
+    return iterator

@@ -46,6 +46,7 @@ class Observation:
     draws: np.ndarray | None = None  # indices drawn from a weighted sampler before reading
     kept: list[Any] = field(default_factory=list)  # batches kept in memory to replay through the step (headspace)
     worker_pages: list[tuple[dict[str, float], dict[str, float]]] = field(default_factory=list)  # per worker: start, end
+    worker_threads: list[int] = field(default_factory=list)  # threads computing side by side in each worker, first pass
     cpu: dict[str, float] = field(default_factory=dict)  # the first pass's wall time and CPU seconds, ours and the machine's
     measured: dict[str, Any] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)

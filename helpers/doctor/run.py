@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from helpers._validate import as_device, short
 from helpers.batches import tensors
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
-from helpers.doctor.measure import count, cpu_seconds, identities, is_pinned, labels, length, pages, summary
+from helpers.doctor.measure import count, cpu_seconds, identities, is_pinned, labels, length, pages, summary, working_threads
 from helpers.doctor.reading import Arrival, LoaderFailed, batches, threads_left
 from helpers.doctor.registry import Check, Observation, Rule, in_order
 
@@ -103,13 +103,14 @@ def _first_pass(obs: Observation) -> None:
     def started(iterator: Any) -> None:
         state["pids"] = [w.pid for w in getattr(iterator, "_workers", [])]  # private: the worker processes
         state["pages"] = [pages(pid) for pid in state["pids"]]
-        state["cpu"], state["t"] = cpu_seconds(), time.perf_counter()
+        state["cpu"], state["t"] = cpu_seconds(state["pids"]), time.perf_counter()
 
     def ending(iterator: Any) -> None:
         end = [pages(pid) for pid in state.get("pids", [])]
+        obs.worker_threads = [n for n in (working_threads(pid) for pid in state.get("pids", [])) if n]
         obs.worker_pages = [(a, b) for a, b in zip(state.get("pages", []), end) if a is not None and b is not None]
         if "cpu" in state:
-            (ours0, machine0), (ours1, machine1) = state["cpu"], cpu_seconds()
+            (ours0, machine0), (ours1, machine1) = state["cpu"], cpu_seconds(state["pids"])
             obs.cpu = {"wall_s": time.perf_counter() - state["t"], "ours_s": ours1 - ours0, "machine_s": machine1 - machine0}
 
     try:
