@@ -4,12 +4,12 @@ from __future__ import annotations
 from helpers.checks.core import Answer, Case, Wrong, exercise
 
 WORKERS_PER_RANK_CASES: tuple[Case, ...] = (
-    Case((2, 1), 1, "1 rank's main process takes 1 core, leaving 1 for a worker"),
-    Case((16, 8), 1, "8 main processes take 8 cores, leaving 8: one worker per rank"),
-    Case((64, 8), 7, "8 main processes take 8 cores, leaving 56: seven workers per rank"),
-    Case((96, 8), 11, "96 cores / 8 ranks = 12 per rank: 1 main process + 11 workers"),
-    Case((7, 2), 2, "7 // 2 = 3 cores per rank: 1 main + 2 workers (the spare core stays idle)"),
-    Case((2, 2), 0, "2 ranks on 2 cores: no core is left, so load in the main process (num_workers=0)"),
+    Case((2, 1), 2, "1 main process + 2 workers = 3 processes on 2 cores: one over, which the rule allows"),
+    Case((16, 8), 1, "8 x (1 + 1) = 16 processes on 16 cores; 8 x (1 + 2) = 24 would be 7 over"),
+    Case((64, 8), 7, "8 x (1 + 7) = 64 processes on 64 cores; one more worker each is 8 over"),
+    Case((96, 8), 11, "8 x (1 + 11) = 96 on 96 cores"),
+    Case((7, 2), 3, "2 x (1 + 3) = 8 processes on 7 cores: one over, allowed"),
+    Case((2, 2), 0, "2 ranks on 2 cores: 2 x (1 + 1) = 4 is 2 over, so load in the main process (num_workers=0)"),
     Case((4, 8), 0, "more ranks than cores: never a negative num_workers; 0 is the least"),
     Case((8, 0), ValueError, "a node runs at least one rank: ranks_per_node=0 is bad input"),
     Case((0, 1), ValueError, "a machine has at least one usable core: usable_cores=0 is bad input"),
@@ -20,16 +20,17 @@ def workers_per_rank_right(usable_cores: int, ranks_per_node: int) -> int:
     """Exercise 00.1's reference answer (the tests pass it to the check)."""
     if usable_cores < 1 or ranks_per_node < 1:
         raise ValueError(f"usable_cores and ranks_per_node must be >= 1, got {usable_cores}, {ranks_per_node}")
-    return max(0, usable_cores // ranks_per_node - 1)
+    return max(0, (usable_cores + 1) // ranks_per_node - 1)
 
 
 @exercise("00.1", "workers_per_rank", right=workers_per_rank_right, wrong=[
-    Wrong(lambda c, r: max(0, c // r), "workers_per_rank(2, 1) returned 2, expected 1"),  # forgets the main process
-    Wrong(lambda c, r: c // r - 1 if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "returned -1"),  # negative
+    Wrong(lambda c, r: max(0, (c + 1) // r), "workers_per_rank(2, 1) returned 3, expected 2"),  # forgets the main process
+    Wrong(lambda c, r: max(0, c // r - 1), "workers_per_rank(2, 1) returned 1, expected 2"),  # no process over the cores
+    Wrong(lambda c, r: (c + 1) // r - 1 if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "returned -1"),  # negative
     Wrong(lambda c, r: 2 * c, "returned 4"),  # the "2x cores" folklore
-    Wrong(lambda c, r: max(0, (c - r) / r) if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "of type float"),
-    Wrong(lambda c, r: max(0, c // max(r, 1) - 1), "expected ValueError"),  # no input validation
+    Wrong(lambda c, r: max(0, (c + 1 - r) / r) if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "of type float"),
+    Wrong(lambda c, r: max(0, (c + 1) // max(r, 1) - 1), "expected ValueError"),  # no input validation
 ])
 def check_workers_per_rank(answer: Answer) -> str:
-    """Exercise 00.1: num_workers per rank so that ranks x (1 main + workers) fits the usable cores."""
+    """Exercise 00.1: num_workers per rank so that ranks x (1 main + workers) is at most the usable cores + 1."""
     return answer.cases(WORKERS_PER_RANK_CASES)
