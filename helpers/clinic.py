@@ -36,7 +36,7 @@ from helpers.loading import StepTimer, warmup_for
 from helpers.memory import process_memory
 from helpers.metrics import per_class_recall, scores
 from helpers.samplers import DistributedWeightedSampler
-from helpers.timing import Headroom, bracketed
+from helpers.timing import Headroom, bracketed, interleaved
 from helpers.workloads import spin, spin_iterations_per_ms
 
 # The task: the same synthetic blobs as lesson 02, 100:10:1, each input decoded from a raw signal of 1024 floats.
@@ -362,11 +362,9 @@ def speed_rounds(configs: Sequence[Iterable[str]], *, rounds: int = 3, steps: in
     if not configs:
         raise ValueError("configs must hold at least one set of fixed faults, got none")
     rounds = as_int("rounds", rounds, minimum=1)
-    measured: list[list[Speed]] = [[] for _ in configs]
-    for _ in range(rounds):
-        for index, config in enumerate(configs):
-            measured[index].append(measure_speed(config, steps=steps, seed=seed))
-    return measured
+    measured = interleaved({index: functools.partial(measure_speed, config, steps=steps, seed=seed)
+                            for index, config in enumerate(configs)}, rounds, alternate=False)
+    return [measured[index] for index in range(len(configs))]
 
 
 def median_speed(runs: Sequence[Speed]) -> Speed:

@@ -211,8 +211,9 @@ def usable_cpus() -> int:
 def workers_per_rank(ranks: int = 1, cores: int | None = None) -> int:
     """The course's one rule for DataLoader workers per rank: all ranks' processes at most one more than the usable cores (lessons 00, 03, 07).
 
-    Each rank is a main process plus its workers; the main process mostly waits for batches, so one process over
-    the cores is fine. The loader doctor warns past this and advises it.
+    Each rank is a main process plus its workers; a rule of thumb, on the premise that the main process spends part
+    of each step waiting for batches, so one process over the cores costs little; where the step keeps the CPU busy
+    (CPU training), measure. The loader doctor warns past this and advises it.
     """
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise ValueError(f"ranks must be a positive int, got {ranks!r}")

@@ -15,6 +15,7 @@ import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 from helpers._validate import as_fraction, as_int, short
 from helpers._validate import as_device as _as_device
 from helpers.batches import leaves
-from helpers.timing import Headroom, bracketed, parallel_speedup  # noqa: F401 (parallel_speedup: lessons 03 and 07 call it from here)
+from helpers.timing import Headroom, bracketed, interleaved, parallel_speedup  # noqa: F401 (parallel_speedup: lessons 03 and 07 call it from here)
 from helpers.workloads import SlowDataset
 
 
@@ -346,13 +347,17 @@ def sweep_loader(
     ceilings: list[float] = []
     steps = len(values) * repeats + (repeats if ceiling_processes else 0)
     with tqdm(total=steps, desc=f"{param} sweep", disable=not progress, leave=False, mininterval=1.0) as bar:
+        def measure(value: Any) -> LoaderBenchmark:
+            loader = DataLoader(dataset, **{**loader_kwargs, param: value})
+            warmup = warmup_batches if warmup_batches is not None else warmup_for(loader.num_workers, loader.prefetch_factor)
+            result = benchmark_loader(loader, num_batches=num_batches, warmup_batches=warmup)
+            del loader  # shuts down persistent workers before the next value starts its own
+            bar.update()
+            return result
+
         def one_round() -> None:
-            for i, value in enumerate(values):
-                loader = DataLoader(dataset, **{**loader_kwargs, param: value})
-                warmup = warmup_batches if warmup_batches is not None else warmup_for(loader.num_workers, loader.prefetch_factor)
-                runs[i].append(benchmark_loader(loader, num_batches=num_batches, warmup_batches=warmup))
-                del loader  # shuts down persistent workers before the next value starts its own
-                bar.update()
+            for i, result in interleaved({i: partial(measure, value) for i, value in enumerate(values)}, 1).items():
+                runs[i].extend(result)
 
         for _ in range(repeats):  # rounds: a burst of load from other programs hits every value (and the ceiling) alike
             if ceiling_processes:  # the ceiling just before and just after the round, the lower kept: load that came mid-round counts

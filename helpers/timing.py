@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -18,6 +18,7 @@ from helpers._validate import as_fraction, as_int, short
 from helpers.workloads import spin, spin_iterations_per_ms
 
 T = TypeVar("T")
+K = TypeVar("K")
 HEADROOM = 1.3  # a ceiling below this: other programs hold the cores, too few are free for a parallel speed-up to show
 
 
@@ -41,6 +42,33 @@ def parallel_speedup(processes: int, work_ms: float = 150.0, rounds: int = 1) ->
             pool.map(spin, [iterations] * processes, chunksize=1)
             ratios.append(serial_s / (time.perf_counter() - start))
     return float(statistics.median(ratios))
+
+
+def interleaved(measures: Mapping[K, Callable[[], T]], rounds: int, *, alternate: bool = True,
+                stop: Callable[[dict[K, list[T]]], bool] | None = None) -> dict[K, list[T]]:
+    """Each of `measures` once per round, back to back, so load hits all alike; results[name] lists its rounds (lessons 03-07).
+
+    The course's one interleaved-timing loop. With `alternate`, every other round runs them in reverse order, so none
+    always goes first; `stop(results)` is asked before each round and ends the rounds early when it returns True.
+    """
+    if not isinstance(measures, Mapping) or not measures or not all(callable(m) for m in measures.values()):
+        raise ValueError(f"measures must map names to callables, at least one, got {short(measures)}")
+    rounds = as_int("rounds", rounds, minimum=1)
+    results: dict[K, list[T]] = {name: [] for name in measures}
+    names = list(measures)
+    for number in range(rounds):
+        if stop is not None and stop(results):
+            break
+        for name in (names[::-1] if alternate and number % 2 else names):
+            results[name].append(measures[name]())
+    return results
+
+
+def paired_median(numerators: list[float], denominators: list[float]) -> float:
+    """Median over rounds of numerator / denominator measured in the same round (lessons 03-07)."""
+    if not numerators or len(numerators) != len(denominators):
+        raise ValueError(f"numerators and denominators must be non-empty and of one length, got {short(numerators)} and {short(denominators)}")
+    return float(statistics.median(n / d for n, d in zip(numerators, denominators)))
 
 
 def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:

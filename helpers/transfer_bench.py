@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from helpers._validate import as_int, short
+from helpers.timing import interleaved
 from helpers.transfer import CUDAPrefetcher, as_device, move
 
 GB = 1e9  # bandwidth is quoted in decimal GB/s, as NVIDIA and PCIe specifications do
@@ -124,14 +125,15 @@ def interleaved_medians(runs: Mapping[str, Callable[[], Any]], synchronize: Call
         for run in runs.values():
             run()
     synchronize()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for round_number in range(rounds):
-        order = list(runs.items()) if round_number % 2 == 0 else list(runs.items())[::-1]  # no run always goes first
-        for name, run in order:
+    def timed(run: Callable[[], Any]) -> Callable[[], float]:
+        def seconds() -> float:
             start = time.perf_counter()
             run()
             synchronize()
-            times[name].append(time.perf_counter() - start)
+            return time.perf_counter() - start
+        return seconds
+
+    times = interleaved({name: timed(run) for name, run in runs.items()}, rounds)  # no run always goes first
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -384,11 +386,9 @@ def prefetch_effect(num_bytes: int = 64 * 2**20, steps: int = 30, device: Any = 
             out[0, 0] += batch[0]  # the step reads the batch, so it must wait for its copy
 
         compute_ms = _event_ms(lambda: step(dst), 5, 2)
-        plain_runs, prefetch_runs = [], []
-        for _ in range(rounds):  # interleaved: a busy host slows both alike
-            plain_runs.append(ms_per_step(batches, step, target, prefetch=False))
-            prefetch_runs.append(ms_per_step(batches, step, target, prefetch=True))
-    return PrefetchEffect(num_bytes, copy_ms, compute_ms, statistics.median(plain_runs), statistics.median(prefetch_runs))
+        runs = interleaved({False: lambda: ms_per_step(batches, step, target, prefetch=False),  # a busy host slows both alike
+                            True: lambda: ms_per_step(batches, step, target, prefetch=True)}, rounds, alternate=False)
+    return PrefetchEffect(num_bytes, copy_ms, compute_ms, statistics.median(runs[False]), statistics.median(runs[True]))
 
 
 def gpu_link(device: Any = "cuda") -> str:

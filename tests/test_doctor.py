@@ -99,28 +99,28 @@ def test_one_process_over_the_cores_is_at_most_info():
     assert only(diagnosis, "workers-oversubscribed").severity == "info"
 
 
-def test_the_sweep_gives_each_setting_time_for_its_warm_up_and_two_timed_batches(monkeypatch):
-    """Batches of 0.6 s (measured by the first pass): a rate leaves out 1 batch with no workers, 2 x w with w workers, and
-    times 2 more, so a slot must hold (warm-up + 2) batches at the pace the workers share, plus the first batch's wait.
-    The old slot of at most 1 s never did, and the sweep was abandoned after 0 rounds."""
-    slots = []
+def test_the_sweep_times_each_setting_in_turns_sized_to_the_batch_time(monkeypatch):
+    """Batches of 0.6 s (measured by the first pass): every setting still gets whole batches to time (at least 2, and one
+    per worker), so a loader whose batches take seconds is swept instead of abandoned after 0 rounds (the old slot of
+    at most 1 s). The verdict is the median of the rounds' paired ratios, worked out here by hand."""
+    calls = []
 
-    def fake_rate(loader, deadline):
-        slots.append((loader.num_workers, deadline - time.perf_counter()))
-        return 100.0 * (1 + loader.num_workers)  # more workers, more samples/s: a finding if the sweep runs
+    def fake_rates(loaders, deadline, per_turn, rounds=3):
+        calls.append(([loader.num_workers for loader in loaders], per_turn, [loader.persistent_workers for loader in loaders]))
+        return [[100.0, 150.0, 190.0], [100.0, 120.0, 150.0], [50.0, 90.0, 90.0]]  # ratios for 2 workers: 1.9, 1.5, 1.8
 
-    monkeypatch.setattr(lesson03, "rate", fake_rate)
+    monkeypatch.setattr(lesson03, "alternating_rates", fake_rates)
     monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
     monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
     obs.first_batch_s, obs.batch_times_s = 0.6, [0.6, 0.6]
     found = lesson03.workers_too_few(obs)
-    assert {workers for workers, _ in slots} == {0, 1, 2} and len(slots) == 9  # three full rounds fit in 60 s
-    for workers, slot in slots:
-        batches = 1 + 2 if workers == 0 else 2 * workers + 2
-        assert slot >= 0.6 + batches * 0.6 / max(1, workers), (workers, slot)
-    assert found is not None and found.code == "workers-too-few" and found.evidence["best"] == 2
-    assert [w for w, _ in slots[:3]] == [0, 1, 2] and [w for w, _ in slots[3:6]] == [2, 1, 0]  # rounds alternate the order
+    assert calls == [([0, 1, 2], [2, 2, 2], [False, True, True])]
+    assert found is not None and found.evidence["best"] == 2 and found.evidence["speedup"] == pytest.approx(1.8)
+    fast = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
+    fast.first_batch_s, fast.batch_times_s = 0.01, [0.01, 0.01]  # 10 ms batches: turns of 0.25 s of them
+    lesson03.workers_too_few(fast)
+    assert calls[-1][1] == [25, 25, 50]
 
 
 @pytest.mark.cuda

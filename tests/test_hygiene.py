@@ -34,6 +34,17 @@ def test_hygiene_failure_names_file_and_fix(tmp_path, monkeypatch):
     assert check_notebooks.strip(path) and not check_notebooks.output_problems(path)
 
 
+def test_a_cell_without_an_id_is_named(tmp_path, monkeypatch):
+    """New cells written by hand (json, not nbformat) can lack the id nbformat 4.5 requires; JupyterLab warns on opening."""
+    notebook = json.loads((ROOT / "notebooks" / "00_setup_check.ipynb").read_text())
+    del notebook["cells"][4]["id"]
+    monkeypatch.setattr(check_notebooks, "ROOT", tmp_path)
+    path = tmp_path / "00_setup_check.ipynb"
+    path.write_text(json.dumps(notebook))
+    (problem,) = check_notebooks.id_problems(path)
+    assert "cells [4] have no id" in problem
+
+
 def test_lesson_registry_matches_notebooks():
     assert [lesson.stem for lesson in LESSONS] == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 

@@ -56,3 +56,30 @@ def test_bracketed_measures_the_ceiling_before_and_after_and_keeps_the_lower(mon
     result, ceiling = timing.bracketed(lambda: calls.append("measure") or 42, processes=3)
     assert (result, ceiling) == (42, 1.15)  # load that came mid-way shows in the second measurement
     assert calls == [("ceiling", 3), "measure", ("ceiling", 3)]
+
+
+def test_interleaved_runs_each_measure_once_per_round_alternating_the_order():
+    calls = []
+    results = timing.interleaved({"a": lambda: calls.append("a") or len(calls), "b": lambda: calls.append("b") or len(calls)}, 3)
+    assert calls == ["a", "b", "b", "a", "a", "b"]  # worked out by hand: round 2 reversed
+    assert results == {"a": [1, 4, 5], "b": [2, 3, 6]}
+    calls.clear()
+    timing.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 2, alternate=False)
+    assert calls == ["a", "b", "a", "b"]
+
+
+def test_interleaved_stops_when_asked_before_a_round():
+    results = timing.interleaved({"x": lambda: 1.0}, 5, stop=lambda done: len(done["x"]) >= 2)
+    assert results == {"x": [1.0, 1.0]}
+
+
+def test_paired_median_pairs_rounds():
+    assert timing.paired_median([2.0, 9.0, 3.0], [1.0, 3.0, 1.0]) == 3.0  # ratios 2, 3, 3
+    with pytest.raises(ValueError, match="numerators and denominators"):
+        timing.paired_median([1.0], [])
+
+
+@pytest.mark.parametrize("measures", [{}, [lambda: 1], {"a": 5}])
+def test_interleaved_names_bad_measures(measures):
+    with pytest.raises(ValueError, match="measures must map names to callables"):
+        timing.interleaved(measures, 2)

@@ -34,6 +34,7 @@ from helpers.env import usable_cpus  # noqa: E402
 from helpers.loading import benchmark_loader, cpu_model, lesson_sweep, record_reference, sweep_loader  # noqa: E402
 from helpers.memory import worker_memory  # noqa: E402
 from helpers.samplers import DistributedWeightedSampler  # noqa: E402
+from helpers.timing import interleaved, paired_median  # noqa: E402
 from helpers.workloads import (  # noqa: E402
     ArrayBackedDataset,
     BatchedInMemoryDataset,
@@ -121,12 +122,11 @@ def batched_fetch(rounds: int = 5) -> list[Result]:
         "list": (BatchedInMemoryDataset, None),
         "stacked": (PreStackedInMemoryDataset, collate_stacked),
     }
-    rates: dict[str, list[float]] = {name: [] for name in makers}
-    for _ in range(rounds):
-        for name, (make, collate) in makers.items():
-            loader = DataLoader(make(256 * 100), batch_size=256, shuffle=True, collate_fn=collate)
-            rates[name].append(benchmark_loader(loader).samples_per_s)
-    ratio = {name: statistics.median(r / p for r, p in zip(rates[name], rates["per item"])) for name in ("list", "stacked")}
+    def rate(make: Callable[[int], Dataset], collate: Callable | None) -> Callable[[], float]:
+        return lambda: benchmark_loader(DataLoader(make(256 * 100), batch_size=256, shuffle=True, collate_fn=collate)).samples_per_s
+
+    rates = interleaved({name: rate(make, collate) for name, (make, collate) in makers.items()}, rounds, alternate=False)
+    ratio = {name: paired_median(rates[name], rates["per item"]) for name in ("list", "stacked")}
     median = {name: statistics.median(values) for name, values in rates.items()}
     return [
         Result("__getitems__ list of samples vs per item", f"{median['per item']:,.0f} samples/s", f"{median['list']:,.0f} samples/s",

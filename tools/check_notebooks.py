@@ -46,6 +46,14 @@ def output_problems(path: Path) -> list[str]:
     return [f"{path.relative_to(ROOT)}: code cells {dirty} carry outputs or execution counts: run `make strip`"]
 
 
+def id_problems(path: Path) -> list[str]:
+    """Cells without an id: nbformat 4.5 requires one, and JupyterLab warns (MissingIDFieldWarning) on opening the notebook."""
+    missing = [i for i, c in enumerate(_cells(path)) if not c.get("id")]
+    if not missing:
+        return []
+    return [f"{path.relative_to(ROOT)}: cells {missing} have no id: give each a unique id (e.g. uuid.uuid4().hex[:8])"]
+
+
 def size_problems(path: Path) -> list[str]:
     """A notebook file over the course's 200 KB limit."""
     size = path.stat().st_size
@@ -163,8 +171,8 @@ def long_line_problems(path: Path) -> list[str]:
 
 
 def file_problems(path: Path) -> list[str]:
-    """Hygiene problems every notebook can have: outputs, size, kernel, broken links, code in markdown, cut-off code lines."""
-    return (output_problems(path) + size_problems(path) + kernel_problems(path) + link_problems(path)
+    """Hygiene problems every notebook can have: outputs, cell ids, size, kernel, broken links, code in markdown, cut-off code lines."""
+    return (output_problems(path) + id_problems(path) + size_problems(path) + kernel_problems(path) + link_problems(path)
             + markdown_code_problems(path) + long_line_problems(path))
 
 

@@ -65,6 +65,7 @@ class Case:
     args: tuple[Any, ...]
     expected: Any
     why: str
+    names: tuple[str, ...] = ()  # for an expected exception: words its message must contain (the argument and its value)
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,13 @@ class Answer:
                 if self._is_stub(exc):
                     raise _Stub from exc
                 if expects_error and isinstance(exc, case.expected):
+                    missing = [word for word in case.names if word not in str(exc)]
+                    if missing:
+                        raise Failed(f"{call} raised {type(exc).__name__}({str(exc)!r}): name the argument and its value in the "
+                                     f"message ({' and '.join(repr(w) for w in missing)} missing)") from exc
                     continue
-                raise Failed(f"{call} raised {type(exc).__name__}: {exc} ({case.why})") from exc
+                expected = f"; expected {case.expected.__name__}" if expects_error else ""
+                raise Failed(f"{call} raised {type(exc).__name__}: {exc}{expected} ({case.why})") from exc
             if expects_error:
                 raise Failed(f"{call} returned {got!r}; expected {case.expected.__name__} ({case.why})")
             right, wrong_type = _same(got, case.expected, kind)

@@ -11,16 +11,25 @@ WORKERS_PER_RANK_CASES: tuple[Case, ...] = (
     Case((7, 2), 3, "2 x (1 + 3) = 8 processes on 7 cores: one over, allowed"),
     Case((2, 2), 0, "2 ranks on 2 cores: 2 x (1 + 1) = 4 is 2 over, so load in the main process (num_workers=0)"),
     Case((4, 8), 0, "more ranks than cores: never a negative num_workers; 0 is the least"),
-    Case((8, 0), ValueError, "a node runs at least one rank: ranks_per_node=0 is bad input"),
-    Case((0, 1), ValueError, "a machine has at least one usable core: usable_cores=0 is bad input"),
+    Case((6, 4), 0, "4 x (1 + 1) = 8 processes on 6 cores is 2 over: (6 + 1) / 4 - 1 = 0.75 rounds down, not up"),
+    Case((9, 4), 1, "4 x (1 + 1) = 8 on 9 cores; 4 x (1 + 2) = 12 is 3 over: (9 + 1) / 4 - 1 = 1.5 rounds down"),
+    Case((8, 0), ValueError, "a node runs at least one rank: ranks_per_node=0 is bad input", ("ranks_per_node", "0")),
+    Case((0, 1), ValueError, "a machine has at least one usable core: usable_cores=0 is bad input", ("usable_cores", "0")),
+    Case((-1, 1), ValueError, "a negative core count is bad input too: check `< 1`, not `== 0`", ("usable_cores", "-1")),
 )
 
 
 def workers_per_rank_right(usable_cores: int, ranks_per_node: int) -> int:
     """Exercise 00.1's reference answer (the tests pass it to the check)."""
-    if usable_cores < 1 or ranks_per_node < 1:
-        raise ValueError(f"usable_cores and ranks_per_node must be >= 1, got {usable_cores}, {ranks_per_node}")
+    for name, value in (("usable_cores", usable_cores), ("ranks_per_node", ranks_per_node)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
     return max(0, (usable_cores + 1) // ranks_per_node - 1)
+
+
+def _raises(error: Exception) -> int:
+    """Raise `error` (a wrong answer's bad-input branch)."""
+    raise error
 
 
 @exercise("00.1", "workers_per_rank", right=workers_per_rank_right, wrong=[
@@ -30,6 +39,14 @@ def workers_per_rank_right(usable_cores: int, ranks_per_node: int) -> int:
     Wrong(lambda c, r: 2 * c, "returned 4"),  # the "2x cores" folklore
     Wrong(lambda c, r: max(0, (c + 1 - r) / r) if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "of type float"),
     Wrong(lambda c, r: max(0, (c + 1) // max(r, 1) - 1), "expected ValueError"),  # no input validation
+    Wrong(lambda c, r: max(0, round((c + 1) / r - 1)) if c >= 1 and r >= 1 else workers_per_rank_right(c, r),
+          "workers_per_rank(6, 4) returned 1, expected 0"),  # rounds instead of flooring
+    Wrong(lambda c, r: _raises(ValueError("bad input")) if c < 1 or r < 1 else workers_per_rank_right(c, r),
+          "name the argument and its value"),  # a message that does not say which argument
+    Wrong(lambda c, r: _raises(TypeError(f"ranks_per_node must be at least 1, got {r}")) if r < 1 else workers_per_rank_right(c, r),
+          "expected ValueError"),  # the wrong exception type
+    Wrong(lambda c, r: workers_per_rank_right(max(c, 1), r) if c != 0 else workers_per_rank_right(c, r),
+          "check `< 1`, not `== 0`"),  # checks `== 0` instead of `< 1`
 ])
 def check_workers_per_rank(answer: Answer) -> str:
     """Exercise 00.1: num_workers per rank so that ranks x (1 main + workers) is at most the usable cores + 1."""

@@ -145,6 +145,9 @@ def loader_with_workers_right(dataset: Any, batch_size: int) -> DataLoader:
           "on a machine with 1 usable core"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=os.cpu_count() or 1,
                                                  persistent_workers=True), "os.cpu_count()"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, shuffle=True,
+                                                 num_workers=max(1, usable_cpus() - 1), persistent_workers=True),
+          "the course's rule gives 1 and 4"),  # one worker fewer than the rule: a sweep would only sometimes catch it
 ])
 def check_loader_with_workers(answer: Answer) -> str:
     """Exercise 07.2: DataLoader workers that decode beside the loop: the doctor finds no faster num_workers and nothing new."""
@@ -166,6 +169,11 @@ def check_loader_with_workers(answer: Answer) -> str:
         raise Failed(f"{answer.name} gave {sized[1]} worker(s) on a machine with 1 usable core and {sized[4]} on one with 4: size "
                      "num_workers by the cores this process may use (helpers.env.usable_cpus(), lesson 00), at least 1 and at most "
                      "that many, not by a fixed number or os.cpu_count()")
+    rule = {cores: env.workers_per_rank(1, cores) for cores in sized}
+    if sized != rule:
+        raise Failed(f"{answer.name} gave {sized[1]} worker(s) on a machine with 1 usable core and {sized[4]} on one with 4; the "
+                     f"course's rule gives {rule[1]} and {rule[4]}: all processes, the main one included, at most one more than "
+                     "the usable cores (helpers.env.workers_per_rank(), lesson 00 section 6)")
     with answer.calling(f"the doctor reading the loader from {answer.name}"):
         found = _problems(loader)
     del loader  # persistent workers exit here
@@ -232,14 +240,19 @@ def to_array_right(rows: list[list[float]]) -> np.ndarray:
     Wrong(lambda rows: [np.asarray(row, dtype=np.float32) for row in rows], "one block of numbers"),
     Wrong(lambda rows: [torch.tensor(row) for row in rows], "one block of numbers"),
     Wrong(lambda rows: np.asarray(rows, dtype=np.float32).T, "one row per sample"),
+    Wrong(lambda rows: None, "returned None: end the function with `return`"),  # forgot the return
+    Wrong(lambda rows: (np.float32(v) for row in rows for v in row), "one block of numbers"),  # a generator
 ])
 def check_to_array(answer: Answer) -> str:
     """Exercise 07.3: the raw rows stored so that workers read them without copying: the doctor's copy-on-read gone, nothing new."""
     raw, labels = clinic.training_data()
     with answer.calling(f"{answer.name}(rows)"):
         stored = answer.value(raw.tolist())
+    if stored is None:
+        raise Failed(f"{answer.name}(rows) returned None: end the function with `return` and the array")
     if not isinstance(stored, (np.ndarray, torch.Tensor)) or stored.dtype == object:
-        raise Failed(f"{answer.name}(rows) returned a {type(stored).__name__} of {type(stored[0]).__name__ if len(stored) else 'nothing'}: "
+        first = type(next(iter(stored), None)).__name__ if hasattr(stored, "__iter__") else "nothing"
+        raise Failed(f"{answer.name}(rows) returned a {type(stored).__name__} of {first}: "
                      "each row is still its own Python object, whose reference count a worker writes. Return one block of "
                      "numbers: a 2-D numpy array (np.asarray(rows, dtype=np.float32))")
     try:

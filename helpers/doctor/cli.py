@@ -18,7 +18,8 @@ OK, FOUND_ERROR, COULD_NOT_RUN = 0, 1, 2
 EPILOG = """exit status:
   0  the doctor ran and found no error (warnings and info may be printed)
   1  the doctor ran and found at least one error (e.g. loader-error, iterable-duplicates)
-  2  the doctor could not run: bad arguments, or your module or function could not be imported or called"""
+  2  the doctor could not run: bad arguments, your module or function could not be imported or called,
+     or the --json file could not be written"""
 
 
 def load(spec: str, what: str) -> Callable[..., Any]:
@@ -49,14 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         loader = load(args.loader, "loader")()
         step = load(args.step, "--step") if args.step else None
         diagnosis = diagnose(loader, step=step, budget_s=args.budget, device=args.device)
-    except Exception as exc:  # noqa: BLE001 - could not run: say why, with the traceback, and exit 2
+        print(diagnosis)
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(diagnosis.to_dict(), out, indent=1)
+    except Exception as exc:  # noqa: BLE001 - could not run (or write its report): say why, with the traceback, and exit 2
         traceback.print_exc()
         print(f"loader-doctor: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return COULD_NOT_RUN
-    print(diagnosis)
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(diagnosis.to_dict(), out, indent=1)
     return FOUND_ERROR if diagnosis.errors else OK
 
 

@@ -22,7 +22,7 @@ TURN_S = 0.25         # each loader's turn in a round times at least this long, 
 
 @rule("workers-oversubscribed", severities=("warning", "info"), phase="static", planted="oversubscribed",
       taught_in=("00_setup_check", "6. How many processes will your loaders start?"),
-      thresholds={"PROCESSES_OVER_CORES": (1, "processes (ranks x (1 + workers)) over the usable cores: more warns")})
+      thresholds={"PROCESSES_OVER_CORES": (1, "processes (ranks x (1 + workers)) allowed over the usable cores")})
 def workers_oversubscribed(obs: Observation) -> Finding | None:
     """More loader processes than cores: a count, not a measurement (the sweep measures)."""
     ranks, cores, workers = ranks_on_node(), usable_cpus(), obs.loader.num_workers
@@ -40,9 +40,10 @@ def workers_oversubscribed(obs: Observation) -> Finding | None:
     if processes > cores:
         return finding(
             "workers-oversubscribed", "info",
-            f"{processes} processes on {cores} usable cores: {processes - cores} over, within the course's rule (at most "
-            "one over, as the main process mostly waits for batches)",
-            "no change needed unless the sweep or the data-wait share says otherwise",
+            f"{processes} processes on {cores} usable cores: {processes - cores} over, within the course's rule of thumb (at "
+            "most one over: a rank's main process spends part of each step waiting for batches)",
+            "no change needed unless the sweep or the data-wait share says otherwise (when your step keeps the CPU busy the "
+            "whole time, as CPU training does, measure one worker fewer)",
             processes=processes, usable_cores=cores, num_workers=workers, ranks=ranks, advised=advice)
     return None
 
@@ -91,7 +92,7 @@ class OneThread:
 
 def _oversubscribed(obs: Observation) -> bool:
     workers, most = obs.loader.num_workers, max(obs.worker_threads, default=1)
-    return workers > 0 and most > 1 and workers * most > usable_cpus()
+    return workers > 0 and most > 1 and ranks_on_node() * workers * most > usable_cpus()
 
 
 @rule("threads-oversubscribed", severities=("warning",), phase="measure", budget=1.5, planted="threads", applies=_oversubscribed,
@@ -101,7 +102,7 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
     """Workers running several threads each, more in all than the cores, measured against the same loader with one thread per worker."""
     if not _oversubscribed(obs):
         return None
-    workers, most, cores = obs.loader.num_workers, max(obs.worker_threads), usable_cpus()
+    workers, most, cores, ranks = obs.loader.num_workers, max(obs.worker_threads), usable_cpus(), ranks_on_node()
     timeout = max(1.0, obs.slot_left())
     pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
             rebuild(obs.loader, persistent_workers=True, timeout=timeout, worker_init_fn=OneThread(obs.loader.worker_init_fn))]
@@ -119,8 +120,10 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
         return None
     return finding(
         "threads-oversubscribed", "warning",
-        f"{workers} workers ran up to {most} threads computing side by side ({workers * most} on {cores} usable cores); limited to one thread "
+        f"{ranks} rank(s) x {workers} workers ran up to {most} threads computing side by side each ({ranks * workers * most} on {cores} "
+        "usable cores); limited to one thread "
         f"per worker, the loader gave {gain:.2f}x the samples/s (median of {len(ratios)} interleaved rounds)",
         "limit each worker to one thread in worker_init_fn: threadpoolctl.threadpool_limits(1) for numpy's BLAS, "
-        "torch.set_num_threads(1), cv2.setNumThreads(1) (or OMP_NUM_THREADS=1 before the program starts)",
-        workers=workers, threads_per_worker=most, usable_cores=cores, gain=gain, rounds=len(ratios))
+        "cv2.setNumThreads(1) for OpenCV (or OMP_NUM_THREADS=1 before the program starts); DataLoader already sets torch's "
+        "own threads to 1 in each worker, unless your worker_init_fn raises them",
+        ranks=ranks, workers=workers, threads_per_worker=most, usable_cores=cores, gain=gain, rounds=len(ratios))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,9 +13,10 @@ from torch.utils.data import DataLoader
 
 from helpers.doctor.findings import Finding
 from helpers.doctor.measure import length, python_payload_mib, ranks_on_node
-from helpers.doctor.reading import plain_traceback, rate, rebuild
+from helpers.doctor.reading import alternating_rates, plain_traceback, rebuild
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
+from helpers.timing import paired_median
 
 INPUT_BOUND_SHARE = 0.3   # steps that wait for data this share of their time or more
 BUSY_CORES = 0.5          # other programs used this many cores or more while the loader ran (info)
@@ -95,7 +97,7 @@ def copy_on_read(obs: Observation) -> Finding | None:
         if obs.loader.num_workers and not obs.worker_pages:
             obs.skipped["copy-on-read"] = "needs /proc/PID/smaps_rollup (Linux 4.14+) to tell shared pages from private ones"
         return None
-    moved = [start["shared"] - end["shared"] for start, end in obs.worker_pages]
+    moved = [min(start["shared"] - end["shared"], end["private"] - start["private"]) for start, end in obs.worker_pages]
     payload = python_payload_mib(obs.loader.dataset)
     median = float(np.median(moved))
     obs.measured.update(worker_shared_to_private_mib=[round(m, 1) for m in moved], dataset_python_objects_mib=round(payload, 1))
@@ -105,18 +107,25 @@ def copy_on_read(obs: Observation) -> Finding | None:
     read = f"while reading {obs.batches} of {epoch} batches" if epoch else f"while reading {obs.batches} batches"
     return finding(
         "copy-on-read", "warning",
-        f"each worker turned {median:.0f} MiB of pages shared with the main process into private copies (median of "
-        f"{len(moved)}) {read}, and the dataset holds about {payload:.0f} MiB of Python objects: reading an object writes "
-        "its reference count, which copies its page into every worker",
+        f"in each worker, {median:.0f} MiB of pages shared with the main process became private copies (median of "
+        f"{len(moved)}) {read}, and the dataset holds about {payload:.0f} MiB of Python objects: touching a Python object "
+        "(its reference count when it is read, the garbage collector when it walks) writes its page, and a written page "
+        "is copied",
         "keep the dataset's records in numpy arrays or tensors (strings as fixed-width bytes), not lists or dicts of Python objects (lesson 03)",
         shared_to_private_mib=median, python_objects_mib=payload, batches_read=obs.batches, workers=len(moved))
 
 
-def _first_batch_s(loader: DataLoader) -> float:
-    """Seconds from iter(loader) to its first batch."""
+def _cold_and_warm(loader: DataLoader) -> tuple[float, float]:
+    """Seconds to the first batch with workers starting, then, after reading that epoch to its end, with the same workers."""
+    started = time.perf_counter()
+    iterator = iter(loader)
+    next(iterator)
+    cold = time.perf_counter() - started
+    for _ in iterator:  # the rest of the epoch: a new epoch on an unfinished one would first drain its batches in flight
+        pass
     started = time.perf_counter()
     next(iter(loader))
-    return time.perf_counter() - started
+    return cold, time.perf_counter() - started
 
 
 @rule("startup-cost", severities=("warning",), phase="measure", budget=1.0, planted="startup",
@@ -125,7 +134,7 @@ def _first_batch_s(loader: DataLoader) -> float:
       thresholds={"STARTUP_SHARE": (STARTUP_SHARE, "share of an epoch persistent workers would save"),
                   "STARTUP_MIN_S": (STARTUP_MIN_S, "seconds per epoch persistent workers would save")})
 def startup_cost(obs: Observation) -> Finding | None:
-    """What persistent_workers=True saves each epoch: the first batch with workers starting, against with workers already up."""
+    """What persistent_workers=True saves each epoch: the first batch with workers starting, against the same workers after an epoch."""
     loader = obs.loader
     if loader.num_workers == 0 or loader.persistent_workers or obs.iterable:
         return None
@@ -133,12 +142,16 @@ def startup_cost(obs: Observation) -> Finding | None:
     if per_epoch is None or math.isnan(obs.steady_batch_s):
         obs.skipped["startup-cost"] = "the epoch's length is unknown (no len(loader))"
         return None
+    epoch_s = obs.first_batch_s + (per_epoch - 1) * obs.steady_batch_s
+    bound = max(0.0, obs.first_batch_s - obs.steady_batch_s)  # start-up can cost at most the first batch's extra wait
+    obs.measured.update(epoch_s_estimate=epoch_s, startup_at_most_s=bound)
+    if bound < STARTUP_MIN_S or bound < STARTUP_SHARE * epoch_s:
+        return None  # even all of the first batch's extra wait would be below the thresholds
     savings: list[float] = []
-    while obs.slot_left() > 1.5 * max(obs.first_batch_s, 0.05) and len(savings) < 3:
+    while obs.slot_left() > 1.5 * (epoch_s + obs.first_batch_s) and len(savings) < 3:
         persistent = rebuild(loader, persistent_workers=True, timeout=max(1.0, obs.slot_left()))
         try:
-            cold = _first_batch_s(persistent)   # workers start, then the first batch
-            warm = _first_batch_s(persistent)   # the same workers, reset for a new epoch
+            cold, warm = _cold_and_warm(persistent)
         except Exception:  # noqa: BLE001 - a failure here was not seen in the first pass; say less
             break
         finally:
@@ -146,18 +159,19 @@ def startup_cost(obs: Observation) -> Finding | None:
                 persistent._iterator._shutdown_workers()
         savings.append(cold - warm)
     if not savings:
-        obs.skipped["startup-cost"] = "no time left to start the workers twice (cold, then warm)"
+        obs.skipped["startup-cost"] = (f"no time left to read an epoch ({epoch_s:.1f} s) with persistent workers and start the next; "
+                                       "raise the budget")
         return None
     saving = statistics.median(savings)
-    epoch_s = obs.first_batch_s + (per_epoch - 1) * obs.steady_batch_s
     share = saving / epoch_s if epoch_s > 0 else 0.0
-    obs.measured.update(persistent_saves_s=saving, epoch_s_estimate=epoch_s)
+    obs.measured.update(persistent_saves_s=saving)
     if saving < STARTUP_MIN_S or share < STARTUP_SHARE:
         return None
     return finding(
         "startup-cost", "warning",
         f"starting {loader.num_workers} workers costs {saving:.2f} s before each epoch's first batch (median of {len(savings)}: "
-        f"first batch with new workers minus with persistent ones), {share:.0%} of an epoch of {per_epoch} batches ({epoch_s:.2f} s)",
+        f"first batch with new workers minus with the same workers after an epoch), {share:.0%} of an epoch of {per_epoch} "
+        f"batches ({epoch_s:.2f} s)",
         f"set persistent_workers=True: it saves about {saving:.2f} s every epoch after the first",
         saves_s=saving, epoch_s=epoch_s, share=share, batches_per_epoch=per_epoch, rounds=len(savings))
 
@@ -197,7 +211,7 @@ def headspace(obs: Observation) -> Finding | None:
         "headspace", "info",
         f"with loading free, the loop would run {times:.2f}x faster: {1000 * loop_s:.1f} ms per step as measured (median), "
         f"{1000 * free_s:.1f} ms replaying {len(obs.kept)} batches from memory through your step ({len(replayed)} steps)",
-        "a faster loader can gain at most this much; below about 1.1x, work on the step instead",
+        "a faster loader can gain at most this much; close to 1x, make the step faster instead",
         headspace=times, loop_ms=1000 * loop_s, replay_step_ms=1000 * free_s, replayed=len(replayed))
 
 
@@ -219,7 +233,7 @@ def input_bound(obs: Observation) -> Finding | None:
     if share < INPUT_BOUND_SHARE:
         return None
     best, gain = obs.measured.get("sweep_best"), obs.measured.get("sweep_gain")
-    if best is not None and gain is not None and best != obs.loader.num_workers and gain >= 1.0:
+    if best is not None and gain is not None and best != obs.loader.num_workers:
         advice = f"set num_workers={best} (the sweep measured {gain:.2f}x the samples/s); then cheaper transforms or batched fetching (__getitems__)"
     elif best is not None:
         advice = ("more workers measured no faster here (the sweep): make each item cheaper (decode, transforms) or fetch in "
@@ -236,6 +250,8 @@ def input_bound(obs: Observation) -> Finding | None:
 
 
 SWEEP_GAIN = 1.3  # more workers must give this many times the samples/s (median of paired rounds)
+TURN_S = 0.25     # each setting's turn in a sweep round times about this long, at the batch time first measured
+SLOW_BATCH_S = 0.1  # batches this slow are swept with one batch in flight per worker (prefetch_factor=1)
 
 
 def _sweep_cap() -> int:
@@ -247,44 +263,43 @@ def _sweep_cap() -> int:
       taught_in=("03_loader_bottlenecks", "3. `num_workers` when items cost CPU"),
       thresholds={"SWEEP_GAIN": (SWEEP_GAIN, "samples/s with more workers over as given (median of interleaved rounds)")})
 def workers_too_few(obs: Observation) -> Finding | None:
-    """A num_workers sweep up to the course's rule, rounds interleaved, each slot sized to the batch time measured."""
+    """A num_workers sweep up to the course's rule: each setting's workers started once, timed in turns (the others paused)."""
     loader, workers = obs.loader, obs.loader.num_workers
     cap = _sweep_cap()
     candidates = sorted({w for w in (workers + 1, workers + 2, 2 * workers) if workers < w <= cap})[:2]
     if not candidates:
         obs.skipped["workers-too-few"] = f"num_workers={workers} is already the course's rule for this machine ({cap} per rank)"
         return None
-    values = [workers, *candidates]
-    first_s = obs.first_batch_s if math.isfinite(obs.first_batch_s) else 0.0
     batch_s = obs.steady_batch_s - (float(np.mean(obs.step_s[1:])) if obs.step_s[1:] else 0.0)
-    batch_s = batch_s if math.isfinite(batch_s) else 0.0
+    batch_s = batch_s if math.isfinite(batch_s) and batch_s > 0 else 1e-3
+    slow = batch_s >= SLOW_BATCH_S  # then one batch in flight per worker keeps it busy, and a turn takes whole seconds
 
-    def needed(w: int) -> float:
-        """A slot for w workers to start and deliver the warm-up batches `rate` leaves out plus 2 it times, at the
-        batch time the first pass measured shared by the workers up to the cores, with half as much again for load."""
-        warm = 1 if w == 0 else (loader.prefetch_factor or 2) * w
-        return max(0.15, 1.5 * (first_s + (warm + 2) * batch_s / max(1, min(w, cap))))
+    def plan(values: list[int]) -> tuple[list[int], float]:
+        """Batches each setting times per turn (about TURN_S of them, at least 2 and one per worker), and a round's seconds."""
+        turns = [min(200, max(2, w, math.ceil(TURN_S * max(1, min(w, cap)) / batch_s))) for w in values]
+        queued = [w * (1 if slow else loader.prefetch_factor or 2) for w in values]
+        return turns, sum((k + q) * batch_s / max(1, min(w, cap)) for k, q, w in zip(turns, queued, values))
 
-    per_round = sum(needed(w) for w in values)
-    runs: dict[int, list[float]] = {w: [] for w in values}
-    rounds = 0
-    while rounds < 3 and obs.slot_left() >= per_round:
-        spare = max(0.0, obs.slot_left() / (3 - rounds) - per_round) / len(values)  # spread what is left over the rounds
-        measured = {w: rate(rebuild(loader, num_workers=w, persistent_workers=False), time.perf_counter() + needed(w) + min(spare, 1.0))
-                    for w in (values if rounds % 2 == 0 else values[::-1])}
-        if any(math.isnan(r) for r in measured.values()):
-            break
-        for w, r in measured.items():
-            runs[w].append(r)
-        rounds += 1
+    values = [workers, *candidates]
+    per_turn, per_round = plan(values)
+    if 2 * per_round + obs.first_batch_s * len(values) > obs.slot_left() and len(candidates) > 1:
+        values = [workers, candidates[-1]]  # two rounds of every setting would not fit: the most workers the rule allows
+        per_turn, per_round = plan(values)
+    timeout = max(1.0, obs.slot_left())
+    loaders = [rebuild(loader, num_workers=w, persistent_workers=w > 0, timeout=timeout, prefetch_factor=1 if slow else None)
+               for w in values]
+    runs = alternating_rates(loaders, time.perf_counter() + obs.slot_left(), per_turn)
+    rounds = len(runs)
+    candidates = values[1:]
     if rounds < 2:
         obs.skipped["workers-too-few"] = (f"the budget left time for {rounds} round(s) of the num_workers sweep, 2 are needed "
                                           f"(a round takes about {per_round:.1f} s at the batch time measured: raise the budget)")
         return None
-    ratios = {w: float(np.median([runs[w][r] / runs[workers][r] for r in range(rounds)])) for w in candidates}
-    obs.measured["sweep_samples_per_s"] = {w: round(float(np.median(runs[w])), 1) for w in values}
+    by = {w: [runs[r][i] for r in range(rounds)] for i, w in enumerate(values)}
+    ratios = {w: paired_median(by[w], by[workers]) for w in candidates}
+    obs.measured["sweep_samples_per_s"] = {w: round(float(np.median(by[w])), 1) for w in values}
     best = max(ratios, key=ratios.__getitem__)
-    obs.measured.update(sweep_best=best if ratios[best] > 1.0 else workers, sweep_gain=max(1.0, ratios[best]))
+    obs.measured.update(sweep_best=best if ratios[best] >= SWEEP_GAIN else workers, sweep_gain=ratios[best])
     if ratios[best] < SWEEP_GAIN:
         return None
     return finding(

@@ -174,7 +174,7 @@ class Whitened(Dataset):
 
 def threads() -> Plant:
     """2 workers each running numpy's BLAS threads (one per core) on a matmul transform."""
-    return Plant(DataLoader(Whitened(), batch_size=16, num_workers=2, persistent_workers=True), budget_s=20.0, needs="2 cores")
+    return Plant(DataLoader(Whitened(), batch_size=16, num_workers=2, persistent_workers=True), budget_s=30.0, needs="2 cores")
 
 
 def pin_no_accelerator() -> Plant:

@@ -175,7 +175,7 @@ def threads_left() -> list[str]:
 
 
 def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
-    """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn)."""
+    """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn, prefetch_factor)."""
     workers = changes.get("num_workers", loader.num_workers)
     kwargs: dict[str, Any] = {
         "num_workers": workers, "collate_fn": loader.collate_fn, "pin_memory": loader.pin_memory,
@@ -183,7 +183,8 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
         "timeout": changes.get("timeout", loader.timeout) if workers > 0 else 0,
     }
     if workers > 0:
-        kwargs.update(multiprocessing_context=loader.multiprocessing_context, prefetch_factor=loader.prefetch_factor,
+        kwargs.update(multiprocessing_context=loader.multiprocessing_context,
+                      prefetch_factor=changes.get("prefetch_factor") or loader.prefetch_factor,
                       persistent_workers=changes.get("persistent_workers", loader.persistent_workers))
         if loader.timeout and "timeout" in changes:
             kwargs["timeout"] = min(loader.timeout, changes["timeout"])
@@ -239,13 +240,14 @@ def rate(loader: DataLoader, deadline: float) -> float:
     return samples / sum(times)
 
 
-def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int, rounds: int = 3) -> list[list[float]]:
+def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int | list[int], rounds: int = 3) -> list[list[float]]:
     """Samples/s of each loader, per round, taking turns on workers started once; rounds alternate the order, until `deadline`.
 
     While one loader is timed, the others' workers are paused (SIGSTOP), so refilling their queues cannot take its
     cores; each turn first takes the batches its own workers queued, then times `batches_per_turn`. The loaders
-    must have persistent workers; on an error, a hang or the deadline, the rounds so far are returned.
+    must have persistent workers (or none); on an error, a hang or the deadline, the rounds so far are returned.
     """
+    per_turn = batches_per_turn if isinstance(batches_per_turn, list) else [batches_per_turn] * len(loaders)
     iterators = [iter(loader) for loader in loaders]
     pids = [[w.pid for w in getattr(it, "_workers", [])] for it in iterators]  # private: each loader's worker processes
     results: list[list[float]] = []
@@ -257,12 +259,14 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
             started_round, rates = time.perf_counter(), [0.0] * len(loaders)
             order = list(range(len(loaders))) if len(results) % 2 == 0 else list(range(len(loaders)))[::-1]
             for i in order:
+                if time.perf_counter() > deadline:
+                    return results  # the round is not complete: it does not count
                 _signal([p for j, group in enumerate(pids) if j != i for p in group], signal.SIGSTOP)
                 _signal(pids[i], signal.SIGCONT)
                 queued = (loaders[i].prefetch_factor or 2) * loaders[i].num_workers
                 iterators[i] = _take(loaders[i], iterators[i], queued)
                 started, samples = time.perf_counter(), 0
-                for _ in range(batches_per_turn):
+                for _ in range(per_turn[i]):
                     iterators[i], batch = _next(loaders[i], iterators[i])
                     samples += count(batch)
                 rates[i] = samples / (time.perf_counter() - started)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import psutil
 import torch
 from torch.utils.data import DataLoader
 
@@ -18,10 +19,11 @@ from helpers.doctor.measure import count, cpu_seconds, identities, is_pinned, la
 from helpers.doctor.reading import Arrival, LoaderFailed, batches, threads_left
 from helpers.doctor.registry import Check, Observation, Rule, in_order
 
-FIRST_PASS_SHARE = 0.45      # of the budget: the loader as given; the rest goes to the rules' own measurements
+FIRST_PASS_SHARE = 0.35      # of the budget: the loader as given; the rest goes to the rules' own measurements
 KEEP_BATCHES = 32            # batches kept in memory to replay through the step (headspace) ...
 KEEP_BYTES = 256 * 1024 ** 2  # ... and at most this many bytes of them
 MAX_BATCHES = 400
+SNAPSHOT_S = 0.25  # the workers' pages, threads and CPU are read at most this often during the first pass
 
 
 def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, budget_s: float = 30.0,
@@ -104,14 +106,26 @@ def _first_pass(obs: Observation) -> None:
         state["pids"] = [w.pid for w in getattr(iterator, "_workers", [])]  # private: the worker processes
         state["pages"] = [pages(pid) for pid in state["pids"]]
         state["cpu"], state["t"] = cpu_seconds(state["pids"]), time.perf_counter()
+        state["last"] = 0.0
+
+    def snapshot() -> None:
+        """The workers' pages, working threads and CPU now, kept only while every worker can still be read: an epoch
+        that ends inside the window shuts the workers down before the pass ends, and their last readable state counts."""
+        if "pids" not in state or time.perf_counter() - state["last"] < SNAPSHOT_S:
+            return
+        end = [pages(pid) for pid in state["pids"]]
+        threads = [working_threads(pid) for pid in state["pids"]]
+        (ours0, machine0), (ours1, machine1) = state["cpu"], cpu_seconds(state["pids"])
+        if state["pids"] and (any(p is None for p in end) or any(not psutil.pid_exists(pid) for pid in state["pids"])):
+            return
+        state["last"] = time.perf_counter()
+        obs.worker_pages = [(a, b) for a, b in zip(state["pages"], end) if a is not None and b is not None]
+        obs.worker_threads = [n for n in threads if n]
+        obs.cpu = {"wall_s": state["last"] - state["t"], "ours_s": ours1 - ours0, "machine_s": machine1 - machine0}
 
     def ending(iterator: Any) -> None:
-        end = [pages(pid) for pid in state.get("pids", [])]
-        obs.worker_threads = [n for n in (working_threads(pid) for pid in state.get("pids", [])) if n]
-        obs.worker_pages = [(a, b) for a, b in zip(state.get("pages", []), end) if a is not None and b is not None]
-        if "cpu" in state:
-            (ours0, machine0), (ours1, machine1) = state["cpu"], cpu_seconds(state["pids"])
-            obs.cpu = {"wall_s": time.perf_counter() - state["t"], "ours_s": ours1 - ours0, "machine_s": machine1 - machine0}
+        state["last"] = 0.0  # the final snapshot, when the workers are still there
+        snapshot()
 
     try:
         for arrival, batch in batches(loader, time.perf_counter() + window, min(limit, MAX_BATCHES) if limit else MAX_BATCHES,
@@ -119,6 +133,7 @@ def _first_pass(obs: Observation) -> None:
                                       fetch_timeout_s=0.75 * obs.left(),  # a slow start-up is not a hang
                                       window_after_first=(window, obs.deadline)):  # nor is a slow first step
             _observe(obs, arrival, batch)
+            snapshot()
     except LoaderFailed as failed:
         obs.failure = failed
         return

@@ -1,0 +1,166 @@
+"""A corpus of loaders the loader doctor (helpers.doctor, lesson 07) was not written for, each with its findings written first.
+
+Every case module models public code or a public bug report and defines: a docstring with an `Origin:` line,
+`EXPECTED` (the codes that must come as warning or error; every other code must not, info is allowed),
+`make_loader()`, and optionally `step(batch)`, `BUDGET_S` (default 8), `FAST` (one diagnosis fits `make test`),
+`NEEDS` (comma-separated names from NEEDS_CHECKS: the case is skipped where one is unmet), `DEVICE` (passed to
+the doctor), `HOST_BUSY` (the runner starts CPU-bound programs around the diagnosis, one per usable core) and `EXIT`
+(the command line's exit status, when an expected code's severity can be either; else 1 exactly when one is in ERROR_CODES).
+tests/test_doctor_corpus.py runs the FAST cases; tools/doctor_corpus.py runs them all, N times.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+CASES: tuple[str, ...] = (
+    "imagefolder_no_workers", "imagefolder_workers", "imagenet_example_defaults", "corrupt_jpeg",
+    "webdataset_unsplit", "webdataset_split", "stream_unsharded", "stream_sharded",
+    "annotations_list_of_dicts", "annotations_numpy", "tensordataset_workers", "hdf5_eager_spawn", "hdf5_lazy_spawn",
+    "sampler_class_weights", "sampler_no_replacement", "sampler_per_sample", "balanced_100_classes",
+    "text_default_collate", "text_padding_collate", "lightning_datamodule", "distributed_sampler_set_epoch",
+    "timm_16_workers", "blas_transform_workers", "torch_threads_worker_init", "torch_threads_fork_hang",
+    "worker_init_startup", "slow_batch_no_workers", "busy_host", "shm_docker", "pin_memory_missing_cuda",
+)
+
+# Every code the doctor reports, the two being added (threads-oversubscribed, busy-host) included.
+CODES = frozenset({
+    "loader-error", "input-bound", "workers-oversubscribed", "workers-too-few", "startup-cost", "pin-memory-no-accelerator",
+    "pin-memory-missing", "unbalanced-batches", "class-weights-as-sample-weights", "no-replacement-weights",
+    "iterable-duplicates", "copy-on-read", "shm-too-small", "threads-oversubscribed", "busy-host",
+})
+ERROR_CODES = frozenset({"loader-error", "class-weights-as-sample-weights", "iterable-duplicates"})  # always severity error
+DEFAULT_BUDGET_S = 8.0
+BUSY_PROGRAM = "while True: pass"
+
+
+def _blas_threads_by_default() -> bool:
+    """numpy's BLAS starts one thread per core (no thread-count variable set to 1) and there are 2+ cores."""
+    from helpers.env import usable_cpus
+
+    pinned = any(os.environ.get(v) == "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))
+    return usable_cpus() >= 2 and not pinned
+
+
+def _small_shm() -> bool:
+    """/dev/shm has under 1 GiB free (a default Docker container has 64 MiB)."""
+    return os.path.isdir("/dev/shm") and shutil.disk_usage("/dev/shm").free < 1024**3
+
+
+def _cores(test: Callable[[int], bool]) -> Callable[[], bool]:
+    def check() -> bool:
+        from helpers.env import usable_cpus
+
+        return test(usable_cpus())
+    return check
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _no_accelerator() -> bool:
+    import torch
+
+    return not torch.accelerator.is_available()
+
+
+# NEEDS names: what each checks, and the check.
+NEEDS_CHECKS: dict[str, tuple[str, Callable[[], bool]]] = {
+    "cuda": ("a CUDA GPU", _cuda),
+    "no-accelerator": ("a machine without accelerator", _no_accelerator),
+    "small-shm": ("/dev/shm under 1 GiB free, as in a default Docker container", _small_shm),
+    "multi-core": ("2 or more usable cores", _cores(lambda n: n >= 2)),
+    "few-cores": ("at most 8 usable cores", _cores(lambda n: n <= 8)),
+    "blas-threads": ("numpy's BLAS on its default threads (no OMP/OPENBLAS/MKL_NUM_THREADS=1) and 2+ cores",
+                     _blas_threads_by_default),
+}
+
+
+def load(name: str) -> ModuleType:
+    """The case module `name` (one of CASES)."""
+    if name not in CASES:
+        raise ValueError(f"name must be one of the corpus cases {', '.join(CASES)}, got {name!r}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def cases() -> list[ModuleType]:
+    """Every case module, in CASES order."""
+    return [load(name) for name in CASES]
+
+
+def name(case: ModuleType) -> str:
+    """A case's short name."""
+    return case.__name__.rsplit(".", 1)[-1]
+
+
+def budget_s(case: ModuleType) -> float:
+    """The case's BUDGET_S, or the default."""
+    return float(getattr(case, "BUDGET_S", DEFAULT_BUDGET_S))
+
+
+def origin(case: ModuleType) -> str:
+    """The text of the case docstring's `Origin:` paragraph, on one line ("" when it has none)."""
+    text = (case.__doc__ or "").split("Origin:", 1)
+    return " ".join(text[1].split("\n\n", 1)[0].split()) if len(text) == 2 else ""
+
+
+def unmet(case: ModuleType) -> str | None:
+    """Why the case cannot run here (its NEEDS unmet), or None."""
+    missing = [NEEDS_CHECKS[n.strip()][0] for n in getattr(case, "NEEDS", "").split(",") if n.strip()
+               and not NEEDS_CHECKS[n.strip()][1]()]
+    return f"needs {' and '.join(missing)}" if missing else None
+
+
+def expected_exit(case: ModuleType) -> int:
+    """The command line's exit status for the case: 1 when an expected code is an error."""
+    return int(getattr(case, "EXIT", 1 if case.EXPECTED & ERROR_CODES else 0))
+
+
+def problems(diagnosis: Any, expected: frozenset[str] = frozenset()) -> set[str]:
+    """The codes found as warning or error, and the expected ones found as info (busy-host is never more than info)."""
+    return {f.code for f in diagnosis.findings if f.severity != "info" or f.code in expected}
+
+
+def compare(expected: frozenset[str], found: set[str], tolerated: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
+    """(missed, false alarms): expected codes not found, and found codes neither expected nor tolerated."""
+    return set(expected - found), set(found - expected - tolerated)
+
+
+def diagnose(case: ModuleType) -> Any:
+    """The doctor's diagnosis of the case's loader (with its step, budget and device)."""
+    from helpers import doctor
+
+    return doctor.diagnose(case.make_loader(), step=getattr(case, "step", None), budget_s=budget_s(case),
+                           device=getattr(case, "DEVICE", None))
+
+
+@contextlib.contextmanager
+def busy(programs: int) -> Iterator[list[subprocess.Popen]]:
+    """`programs` CPU-bound `python -c "while True: pass"` processes for the duration, killed on every way out."""
+    started: list[subprocess.Popen] = []
+    try:
+        for _ in range(programs):
+            started.append(subprocess.Popen([sys.executable, "-c", BUSY_PROGRAM]))
+        yield started
+    finally:
+        for process in started:
+            process.kill()
+        for process in started:
+            process.wait()
+
+
+def host_busy(case: ModuleType) -> contextlib.AbstractContextManager:
+    """One busy program per usable core around a HOST_BUSY case; nothing for the others."""
+    from helpers.env import usable_cpus
+
+    return busy(usable_cpus() if getattr(case, "HOST_BUSY", False) else 0)

@@ -1,0 +1,19 @@
+"""A small TensorDataset (1000 x 5 features, binary labels) read by 2 workers: nothing in it is a Python object.
+
+Origin: modelled on the torch.utils.data.TensorDataset examples of the PyTorch tutorials and forum answers
+(TensorDataset(x, y) with num_workers=2); the tensors are shared with the workers, so there is no copy-on-read.
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+EXPECTED: frozenset[str] = frozenset()
+FAST = True
+
+
+def make_loader() -> DataLoader:
+    """1000 x 5 features, labels 0/1 alternating, 2 workers, shuffled."""
+    x = torch.randn(1000, 5, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(1000) % 2
+    return DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True, num_workers=2)

@@ -1,0 +1,65 @@
+"""The loader doctor on loaders it was not written for (tests/doctor_corpus): each FAST case gets its expected findings only."""
+from __future__ import annotations
+
+import ast
+import inspect
+import pkgutil
+import time
+from pathlib import Path
+
+import pytest
+from conftest import child_processes
+
+from tests import doctor_corpus as corpus
+
+CORPUS_DIR = Path(corpus.__file__).parent
+FAST = [corpus.name(case) for case in corpus.cases() if getattr(case, "FAST", False)]
+
+
+@pytest.fixture(autouse=True)
+def no_process_left():
+    """Every diagnosis stops the workers it started (and the runner its busy programs)."""
+    yield
+    deadline = time.monotonic() + 5
+    while child_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child_processes() == []
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_the_doctor_finds_what_the_case_expects_and_nothing_else(name):
+    case = corpus.load(name)
+    reason = corpus.unmet(case)
+    if reason:
+        pytest.skip(f"{name} {reason}")
+    with corpus.host_busy(case):
+        diagnosis = corpus.diagnose(case)
+    missed, false_alarms = corpus.compare(case.EXPECTED, corpus.problems(diagnosis, case.EXPECTED))
+    assert not missed and not false_alarms, (f"{name}: missed {sorted(missed)}, false alarms {sorted(false_alarms)} "
+                                             f"({corpus.origin(case)[:80]})\n{diagnosis}")
+    assert diagnosis.elapsed_s <= corpus.budget_s(case) + 1, f"{diagnosis.elapsed_s:.1f} s of a {corpus.budget_s(case)} s budget"
+
+
+def test_every_case_names_its_origin_and_writes_its_expectations_as_a_frozenset():
+    for case in corpus.cases():
+        name = corpus.name(case)
+        assert case.__doc__ and case.__doc__.strip().splitlines()[0], f"{name} has no docstring"
+        assert corpus.origin(case).startswith("modelled on "), f"{name}: the docstring needs 'Origin: modelled on <source>'"
+        assert isinstance(case.EXPECTED, frozenset) and case.EXPECTED <= corpus.CODES, f"{name}: EXPECTED {case.EXPECTED!r}"
+        source = ast.parse(inspect.getsource(case))
+        assigned = [node for node in source.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    and "EXPECTED" in ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)]
+        assert len(assigned) == 1 and "frozenset(" in ast.unparse(assigned[0].value), f"{name}: write EXPECTED = frozenset(...)"
+        assert callable(case.make_loader) and isinstance(getattr(case, "FAST", False), bool)
+        assert corpus.budget_s(case) > 0 and (not hasattr(case, "step") or callable(case.step))
+        corpus.unmet(case)  # every NEEDS name is known (a KeyError otherwise)
+
+
+def test_the_corpus_is_big_enough_and_every_module_is_registered():
+    cases = corpus.cases()
+    healthy = [c for c in cases if not c.EXPECTED]
+    fast = [c for c in cases if getattr(c, "FAST", False)]
+    assert len(cases) >= 20 and len(healthy) >= 8, (len(cases), len(healthy))
+    assert len(fast) >= 10 and sum(not c.EXPECTED for c in fast) >= 5, [corpus.name(c) for c in fast]
+    modules = {m.name for m in pkgutil.iter_modules([str(CORPUS_DIR)]) if not m.name.startswith("_")}
+    assert modules == set(corpus.CASES), modules ^ set(corpus.CASES)
