@@ -48,9 +48,10 @@ strip: $(STAMP)
 gpu-check: $(STAMP)
 	$(PY) tools/gpu_check.py
 
-## bench: measure lesson 03's loader effects side by side; exits non-zero when one misses its target
+## bench: measure lesson 03's loader effects side by side, then run the loader doctor on every corpus loader (tests/doctor_corpus) with timings; exits non-zero when one misses its target
 bench: $(STAMP)
 	$(PY) tools/bench.py
+	$(PY) tools/doctor_corpus.py --runs 1 --cli
 
 ## stress: run each lesson with timing claims RUNS times (default 5), every other run beside a CPU-bound program; a table of what failed and what it measured
 RUNS ?= 5

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,16 @@ def child_processes() -> list:
     import psutil
 
     return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
+
+
+@pytest.fixture
+def no_process_left():
+    """The test stops every worker, rank and program it started (within 10 s of its end); use with pytestmark."""
+    yield
+    deadline = time.monotonic() + 10
+    while child_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child_processes() == []
 
 
 def command(process) -> str:

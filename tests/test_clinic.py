@@ -9,7 +9,7 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, child_processes
+from conftest import ROOT
 from torch.utils.data import DataLoader, RandomSampler, WeightedRandomSampler
 
 from helpers import clinic, ddp, doctor, env
@@ -19,14 +19,7 @@ matplotlib.use("Agg")  # no window: the plot tests only read the drawn artists
 N = sum(clinic.CLASS_COUNTS)
 
 
-@pytest.fixture(autouse=True)
-def no_process_left():
-    """Every loader, run and launch stops the workers and ranks it started."""
-    yield
-    deadline = time.monotonic() + 10
-    while child_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert child_processes() == []
+pytestmark = pytest.mark.usefixtures("no_process_left")  # tests/conftest.py: every worker and program stopped
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import numpy as np
 import psutil
 import pytest
 import torch
-from conftest import child_processes
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
 
 from helpers import doctor
@@ -27,14 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORES = usable_cpus()
 
 
-@pytest.fixture(autouse=True)
-def no_process_left():
-    """Every diagnosis stops the workers it started."""
-    yield
-    deadline = time.monotonic() + 5
-    while child_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert child_processes() == []
+pytestmark = pytest.mark.usefixtures("no_process_left")  # tests/conftest.py: every worker and program stopped
 
 
 RELEASE = threading.Event()

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import child_processes
 
 from tests import doctor_corpus as corpus
 
@@ -16,14 +15,7 @@ CORPUS_DIR = Path(corpus.__file__).parent
 FAST = [corpus.name(case) for case in corpus.cases() if getattr(case, "FAST", False)]
 
 
-@pytest.fixture(autouse=True)
-def no_process_left():
-    """Every diagnosis stops the workers it started (and the runner its busy programs)."""
-    yield
-    deadline = time.monotonic() + 5
-    while child_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert child_processes() == []
+pytestmark = pytest.mark.usefixtures("no_process_left")  # tests/conftest.py: every worker and program stopped
 
 
 @pytest.mark.parametrize("name", FAST)

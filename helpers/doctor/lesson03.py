@@ -4,11 +4,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 from torch.utils.data import DataLoader
 
 from helpers.doctor.findings import Finding
@@ -176,14 +174,6 @@ def startup_cost(obs: Observation) -> Finding | None:
         saves_s=saving, epoch_s=epoch_s, share=share, batches_per_epoch=per_epoch, rounds=len(savings))
 
 
-def _timed(obs: Observation, batch: Any) -> float:
-    started = time.perf_counter()
-    obs.step(batch)  # type: ignore[misc]
-    if obs.device is not None and obs.device.type == "cuda":
-        torch.cuda.synchronize(obs.device)
-    return time.perf_counter() - started
-
-
 @rule("headspace", severities=("info",), phase="measure", budget=0.5, planted="input_bound", applies=lambda obs: obs.step is not None,
       taught_in=("03_loader_bottlenecks", "5. Is my training input-bound?"))
 def headspace(obs: Observation) -> Finding | None:
@@ -199,7 +189,7 @@ def headspace(obs: Observation) -> Finding | None:
     for i in range(REPLAY_STEPS):
         if obs.slot_left() <= 0:
             break
-        replayed.append(_timed(obs, obs.kept[i % len(obs.kept)]))
+        replayed.append(obs.time_step(obs.kept[i % len(obs.kept)]))
     if len(replayed) < 2:
         obs.skipped["headspace"] = "no time left to replay batches through the step"
         return None

@@ -70,6 +70,14 @@ class Observation:
         per_batch = self.samples / self.batches if self.batches else 0
         return per_batch * len(self.batch_times_s) / spent if spent > 0 else math.nan
 
+    def time_step(self, batch: Any) -> float:
+        """Seconds `step(batch)` took, to its end on the device (CUDA work is synchronised)."""
+        started = time.perf_counter()
+        self.step(batch)  # type: ignore[misc]
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - started
+
     def left(self) -> float:
         """Seconds left in the budget."""
         return self.deadline - time.perf_counter()

@@ -129,7 +129,7 @@ def _first_pass(obs: Observation) -> None:
 
     try:
         for arrival, batch in batches(loader, time.perf_counter() + window, min(limit, MAX_BATCHES) if limit else MAX_BATCHES,
-                                      on_start=started, on_end=ending, step=(lambda b: _timed_step(obs, b)) if obs.step else None,
+                                      on_start=started, on_end=ending, step=obs.time_step if obs.step else None,
                                       fetch_timeout_s=0.75 * obs.left(),  # a slow start-up is not a hang
                                       window_after_first=(window, obs.deadline)):  # nor is a slow first step
             _observe(obs, arrival, batch)
@@ -140,14 +140,6 @@ def _first_pass(obs: Observation) -> None:
     if obs.batches:
         obs.measured.update(batches_read=obs.batches, samples_read=obs.samples, first_batch_s=obs.first_batch_s,
                             steady_batch_s=obs.steady_batch_s, samples_per_s=obs.samples_per_s)
-
-
-def _timed_step(obs: Observation, batch: Any) -> float:
-    started = time.perf_counter()
-    obs.step(batch)  # type: ignore[misc]
-    if obs.device is not None and obs.device.type == "cuda":
-        torch.cuda.synchronize(obs.device)
-    return time.perf_counter() - started
 
 
 def _observe(obs: Observation, arrival: Arrival, batch: Any) -> None:
