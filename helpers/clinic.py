@@ -66,41 +66,49 @@ class Fault:
     doctor: tuple[str, ...]
     symptom: str
     fix: str
-    shows: str = "always"
+    ranks: int = 1  # ranks it needs to show (2: only a distributed run shows it)
+    behind: str = ""  # the fault it hides behind until that one is fixed (no sampler, no class-weight trap)
+    device: str = ""  # the device it needs to show ("cuda"), or "" for any
 
     @property
     def where(self) -> str:
         """'NN_topic.ipynb, section N. Title', as the doctor names a lesson."""
         return f"{self.lesson}.ipynb, section {self.section}"
 
+    @property
+    def shows(self) -> str:
+        """When its symptom can appear at all, in words."""
+        when = ([f"with {self.ranks}+ ranks"] if self.ranks > 1 else []) + ([f"on a {self.device.upper()} device"] if self.device else [])
+        when += [f"once {self.behind} is fixed"] if self.behind else []
+        return ", ".join(when) or "always"
 
-# In the order the lesson fixes them. A fault's `shows` says when its symptom can appear at all: some hide
-# behind others (no sampler, no class-weight trap; no workers, no copies in workers).
+
+# In the order the lesson fixes them. A fault's `ranks`, `behind` and `device` say when its symptom can appear at
+# all: some hide behind others (no sampler, no class-weight trap; no workers, no copies in workers).
 FAULTS: dict[str, Fault] = {fault.name: fault for fault in (
     Fault("no-rebalancing", "02_rebalancing", "3. Batch composition, measured", ("unbalanced-batches",),
           "minority recall near 0 while accuracy looks fine", "draw batches with a WeightedRandomSampler over per-sample weights"),
     Fault("class-weights-as-sample-weights", "02_rebalancing", "5. Trap 1: per-class weights passed as per-sample weights",
           ("class-weights-as-sample-weights",), "the sampler draws only samples 0, 1 and 2",
-          "one weight per sample: helpers.imbalance.sample_weights(labels)", "once no-rebalancing is fixed (before, there is no sampler)"),
+          "one weight per sample: helpers.imbalance.sample_weights(labels)", behind="no-rebalancing"),
     Fault("no-workers", "03_loader_bottlenecks", "3. `num_workers` when items cost CPU", ("input-bound", "workers-too-few"),
           "slow steps: most of each step waits for decoding", "num_workers=workers_per_rank(ranks), persistent_workers=True"),
     Fault("list-backed", "03_loader_bottlenecks", "8. Copy-on-read: why workers' memory grows", ("copy-on-read",),
-          "each worker's own memory grows as it reads", "keep the raw signals in one numpy array",
-          "once no-workers is fixed (no workers, no copies)"),
+          "each worker's own memory grows as it reads", "keep the raw signals in one numpy array", behind="no-workers"),
     Fault("unsharded-eval-stream", "06_streaming_data", "1. The duplication bug", ("iterable-duplicates",),
           "evaluation reads every sample once per worker (and per rank)", "split the stream by rank, then by worker"),
     Fault("pin-on-the-fly", "04_pinned_memory_transfers", "5. Pinning on the fly vs pinning in the background", ("pin-memory-missing",),
           "the loop pins each batch itself, blocking, before a non_blocking copy",
-          "pin_memory=True on the loader where there is an accelerator; copy with .to(device, non_blocking=True)", "on a CUDA device"),
+          "pin_memory=True on the loader where there is an accelerator; copy with .to(device, non_blocking=True)", device="cuda"),
     Fault("uneven-shards", "05_ddp_data_loading", "7. Uneven inputs: one extra batch hangs the others", (),
           "2 ranks: the rank with more batches waits in an all-reduce until the process group times out",
-          "a DistributedWeightedSampler over the whole dataset: the same number of samples on every rank", "with 2+ ranks"),
+          "a DistributedWeightedSampler over the whole dataset: the same number of samples on every rank", ranks=2),
     Fault("no-set-epoch", "05_ddp_data_loading", "3. Forgetting `set_epoch`", (),
-          "2 ranks: every epoch draws the same samples", "sampler.set_epoch(epoch) before each epoch",
-          "with 2+ ranks, once uneven-shards is fixed (before, there is no distributed sampler)"),
+          "2 ranks: every epoch draws the same samples", "sampler.set_epoch(epoch) before each epoch", ranks=2,
+          behind="uneven-shards"),
 )}
 ALL_FIXED = frozenset(FAULTS)
-ONE_PROCESS = tuple(name for name, fault in FAULTS.items() if "ranks" not in fault.shows)  # faults one process can show
+ONE_PROCESS = tuple(name for name, fault in FAULTS.items() if fault.ranks == 1)  # faults one process can show
 RANKS_ONLY = tuple(name for name in FAULTS if name not in ONE_PROCESS)  # faults that need 2+ ranks to show
 
 

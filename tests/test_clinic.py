@@ -271,3 +271,13 @@ def test_fault_widget_has_a_slider_per_fault_and_reuses_given_runs(monkeypatch):
 def test_bad_input_is_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_faults_declare_what_they_need_to_show():
+    """Ranks, the fault each hides behind (fixed earlier in the lesson's order) and a device: fields, not words to search."""
+    order = list(clinic.FAULTS)
+    for name, fault in clinic.FAULTS.items():
+        assert fault.ranks >= 1 and fault.device in ("", "cuda"), name
+        assert not fault.behind or order.index(fault.behind) < order.index(name), f"{name} hides behind {fault.behind!r}"
+    assert set(clinic.RANKS_ONLY) == {"uneven-shards", "no-set-epoch"}
+    assert clinic.FAULTS["no-set-epoch"].shows == "with 2+ ranks, once uneven-shards is fixed"
