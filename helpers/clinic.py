@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
-import math
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import importlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +30,7 @@ from helpers._validate import as_device, as_int, short
 from helpers.data import imbalanced_classification
 from helpers.env import workers_per_rank as env_workers_per_rank
 from helpers.imbalance import class_counts, class_weights, sample_weights
-from helpers.loading import StepTimer, warmup_for
-from helpers.memory import process_memory
-from helpers.metrics import per_class_recall, scores
 from helpers.samplers import DistributedWeightedSampler
-from helpers.timing import Headroom, bracketed, interleaved
 from helpers.workloads import spin, spin_iterations_per_ms
 
 # The task: the same synthetic blobs as lesson 02, 100:10:1, each input decoded from a raw signal of 1024 floats.
@@ -330,314 +324,18 @@ def _one_cpu_thread(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-@dataclass(frozen=True)
-class Speed:
-    """One short timed window of training steps: samples/s and the share of step time spent waiting for data (lesson 07)."""
 
-    samples_per_s: float
-    data_wait_share: float
-    steps: int
-    loop_cpu_ms: float = math.nan  # CPU time of the training process per step: decoding done in the loop counts, waiting does not
-
-    def __str__(self) -> str:
-        return f"{self.samples_per_s:,.0f} samples/s, waiting for data {self.data_wait_share:.0%} of each step ({self.steps} steps)"
+# Measurements and views live in their own modules (helpers/clinic_runs.py, helpers/clinic_views.py), which import
+# this one; lesson 07 and the doctor's command line keep calling them as clinic.X, resolved on first use (a rank that
+# unpickles clinic_runs.train imports clinic_runs first, so importing them here would be circular).
+_MOVED = {"clinic_runs": ("Run", "Speed", "evaluate", "ladder_rounds", "measure_speed", "median_speed", "speed_rounds", "train",
+                          "train_in_turn"),
+          "clinic_views": ("Rung", "fault_widget", "ladder_table", "plot_ladder")}
 
 
-def measure_speed(fixed: Iterable[str] = (), *, steps: int = 48, seed: int = 0, device: Any = None) -> Speed:
-    """Time `steps` training steps of the script with the faults not in `fixed`, after the workers' start-up and prefetch burst (lesson 07)."""
-    fixed, steps, device = as_fixed(fixed), as_int("steps", steps, minimum=2), _device(device)
-    with _one_cpu_thread(device):
-        loader = make_loader(fixed, seed=seed)
-        step = make_step(fixed, device=device, seed=seed)
-        warm = warmup_for(loader.num_workers)  # lesson 03: the prefetch burst is start-up, not steady state
-        epochs = -(-(warm + steps + 1) // len(loader))  # many workers' burst can outlast an epoch: go on into the next
-        timer = StepTimer(device)
-        for index, batch in enumerate(timer.wrap(itertools.chain.from_iterable(itertools.repeat(loader, epochs)))):
-            if index == warm:
-                cpu_start = time.process_time()
-            if index == warm + steps:  # the timer records a step when the next batch is asked for: stop here
-                cpu_s = time.process_time() - cpu_start
-                break
-            step(batch)
-        del loader  # its persistent workers exit here
-    wait, compute = sum(timer.data_wait_s[warm:]), sum(timer.compute_s[warm:])
-    return Speed(steps * BATCH_SIZE / (wait + compute), wait / (wait + compute), steps, cpu_s * 1000 / steps)
-
-
-def speed_rounds(configs: Sequence[Iterable[str]], *, rounds: int = 3, steps: int = 48, seed: int = 0) -> list[list[Speed]]:
-    """measure_speed for each configuration in turn, `rounds` times over (A/B/C/A/B/C: load hits all alike); one list of rounds per configuration (lesson 07)."""
-    configs = [as_fixed(config) for config in configs]
-    if not configs:
-        raise ValueError("configs must hold at least one set of fixed faults, got none")
-    rounds = as_int("rounds", rounds, minimum=1)
-    measured = interleaved({index: functools.partial(measure_speed, config, steps=steps, seed=seed)
-                            for index, config in enumerate(configs)}, rounds, alternate=False)
-    return [measured[index] for index in range(len(configs))]
-
-
-def median_speed(runs: Sequence[Speed]) -> Speed:
-    """The median samples/s and median data-wait share of several windows (lesson 07)."""
-    if not runs:
-        raise ValueError("runs must hold at least one Speed, got none")
-    return Speed(float(np.median([r.samples_per_s for r in runs])), float(np.median([r.data_wait_share for r in runs])),
-                 int(np.median([r.steps for r in runs])), float(np.median([r.loop_cpu_ms for r in runs])))
-
-
-def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: int = 48, seed: int = 0) -> tuple[list[list[Speed]], Headroom]:
-    """Every rung timed `rounds` times, and the last rung's speed-up over the first against the ceiling, round by round (lesson 07).
-
-    In each round the first and last rungs run back to back (their order alternating) between two measurements of the
-    2-process ceiling, so the pair the lesson asserts on and the headroom it is judged against share the same moment;
-    the rungs between follow.
-    """
-    ladder = [as_fixed(config) for config in ladder]
-    if len(ladder) < 2:
-        raise ValueError(f"ladder must hold at least two sets of fixed faults (a first and a last), got {len(ladder)}")
-    rounds = as_int("rounds", rounds, minimum=1)
-    measured: list[list[Speed]] = [[] for _ in ladder]
-    speedups, ceilings = [], []
-    for index in range(rounds):
-        ends = (0, len(ladder) - 1) if index % 2 == 0 else (len(ladder) - 1, 0)
-        pair, ceiling = bracketed(lambda: {rung: measure_speed(ladder[rung], steps=steps, seed=seed) for rung in ends})
-        speedups.append(pair[len(ladder) - 1].samples_per_s / pair[0].samples_per_s)
-        ceilings.append(ceiling)
-        for rung in range(len(ladder)):
-            measured[rung].append(pair[rung] if rung in pair else measure_speed(ladder[rung], steps=steps, seed=seed))
-    return measured, Headroom(tuple(speedups), tuple(ceilings))
-
-
-@dataclass(frozen=True)
-class Run:
-    """What one run of the clinic's script measured, on one rank (lesson 07)."""
-
-    fixed: frozenset[str]
-    rank: int
-    world_size: int
-    samples_per_s: float  # training samples per second after the first step, on this rank
-    data_wait_share: float  # share of step time spent waiting for the next batch, after the first step
-    accuracy: float
-    balanced_accuracy: float
-    minority_recall: float
-    eval_samples: int  # samples the evaluation read, over all ranks
-    eval_distinct: int  # distinct samples among them
-    recall_per_class: tuple[float, ...] = ()
-    epoch_draws: tuple[tuple[int, ...], ...] = ()  # this rank's training sample indices, epoch by epoch
-    worker_uss_growth_mib: tuple[float, ...] = ()  # each training worker's own memory growth over the run
-    seconds: float = math.nan
-
-    @property
-    def accuracy_at_training_mix(self) -> float:
-        """The accuracy this model would score on data mixed like the training set (its per-class recalls weighted by the class shares)."""
-        shares = np.asarray(CLASS_COUNTS, dtype=np.float64) / sum(CLASS_COUNTS)
-        return float(np.dot(shares, self.recall_per_class))
-
-    @property
-    def repeated_epochs(self) -> int:
-        """Epochs after the first whose draws are exactly the first epoch's, in the same order."""
-        return sum(draws == self.epoch_draws[0] for draws in self.epoch_draws[1:])
-
-    @property
-    def distinct_drawn(self) -> int:
-        """Distinct training samples this rank trained on over all epochs."""
-        return len({index for draws in self.epoch_draws for index in draws})
-
-    @property
-    def steps_per_epoch(self) -> tuple[int, ...]:
-        """Training steps this rank took in each epoch."""
-        return tuple(-(-len(draws) // BATCH_SIZE) for draws in self.epoch_draws)
-
-    def __str__(self) -> str:
-        memory = f", worker USS +{np.median(self.worker_uss_growth_mib):.0f} MiB" if self.worker_uss_growth_mib else ""
-        return (f"balanced accuracy {self.balanced_accuracy:.3f}, minority recall {self.minority_recall:.3f}; "
-                f"evaluation read {self.eval_samples} samples, {self.eval_distinct} distinct; "
-                f"{self.samples_per_s:,.0f} samples/s, waiting {self.data_wait_share:.0%}{memory}")
-
-
-def _worker_uss(loader: DataLoader) -> list[float]:
-    """USS (MiB) of a persistent-worker loader's workers, in worker order (private `_iterator._workers`, as helpers.memory reads)."""
-    iterator = getattr(loader, "_iterator", None)
-    return [process_memory(worker.pid).uss_mib for worker in getattr(iterator, "_workers", [])]
-
-
-def evaluate(model: nn.Module, fixed: Iterable[str] = (), *, seed: int = 0, device: Any = None) -> dict[str, Any]:
-    """Scores on the held-out stream, gathered over ranks: accuracy, balanced accuracy, minority recall, samples read (lesson 07)."""
-    fixed, device = as_fixed(fixed), _device(device)
-    net = getattr(model, "module", model)  # DDP's wrapped module: evaluation needs no collective per batch
-    truth, predicted, keys = [], [], []
-    net.eval()
-    with torch.no_grad():
-        for batch in make_eval_loader(fixed, seed=seed):
-            predicted.append(net(batch["input"].to(device)).argmax(dim=1).cpu())
-            truth.append(batch["label"])
-            keys.append(batch["key"])
-    net.train()
-    mine = [torch.cat(part).tolist() if part else [] for part in (truth, predicted, keys)]
-    _, world = rank_and_world()
-    if world > 1:
-        everyone: list[Any] = [None] * world
-        dist.all_gather_object(everyone, mine)
-        mine = [sum((rank[part] for rank in everyone), []) for part in range(3)]
-    found = scores(mine[0], mine[1], NUM_CLASSES, minority=MINORITY)
-    recall = tuple(float(r) for r in per_class_recall(mine[0], mine[1], NUM_CLASSES))
-    return {**found, "recall_per_class": recall, "eval_samples": len(mine[2]), "eval_distinct": len(set(mine[2]))}
-
-
-def train(fixed: Iterable[str] = (), *, epochs: int = EPOCHS, seed: int = 0, device: Any = None) -> Run:
-    """Run the clinic's script with the faults not in `fixed`: train, evaluate, return what was measured; under a process group, this rank's part (lesson 07)."""
-    fixed, epochs, seed, device = as_fixed(fixed), as_int("epochs", epochs, minimum=1), as_int("seed", seed, minimum=0), _device(device)
-    started = time.perf_counter()
-    rank, world = rank_and_world()
-    with _one_cpu_thread(device):
-        model = make_model(seed).to(device)
-        if world > 1:
-            model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        step = make_step(fixed, model=model, device=device)
-        loader = make_loader(fixed, seed=seed)
-        timer = StepTimer(device)
-        draws, uss_start = [], []
-        for epoch in range(epochs):
-            if "no-set-epoch" in fixed and hasattr(loader.sampler, "set_epoch"):  # FAULT no-set-epoch: without it, each epoch repeats
-                loader.sampler.set_epoch(epoch)
-            seen: list[int] = []
-            for batch in timer.wrap(loader):
-                step(batch)
-                seen.extend(batch["index"].tolist())
-                if not uss_start and loader.num_workers:
-                    uss_start = _worker_uss(loader)  # after the first batch: the workers have started
-            draws.append(tuple(seen))
-            if world > 1:
-                dist.barrier()  # end of epoch: every rank waits for the others (say, before rank 0 saves a checkpoint)
-        growth = [end - start for start, end in zip(uss_start, _worker_uss(loader))]
-        del loader  # its persistent workers exit here
-        found = evaluate(model, fixed, seed=seed, device=device)
-    wait, compute = sum(timer.data_wait_s[1:]), sum(timer.compute_s[1:])
-    trained = sum(len(d) for d in draws) - len(draws[0][:BATCH_SIZE])  # the first step is start-up
-    return Run(fixed, rank, world, trained / (wait + compute), wait / (wait + compute), found["accuracy"], found["balanced_accuracy"],
-               found["minority_recall"], found["eval_samples"], found["eval_distinct"], found["recall_per_class"], tuple(draws),
-               tuple(growth), time.perf_counter() - started)
-
-
-def train_in_turn(configs: Sequence[Iterable[str]], *, epochs: int = EPOCHS, seed: int = 0) -> list[Run]:
-    """train() for each set of fixed faults in turn, in one process group: one launch of ranks for several runs (lesson 07)."""
-    configs = [as_fixed(config) for config in configs]
-    if not configs:
-        raise ValueError("configs must hold at least one set of fixed faults, got none")
-    return [train(config, epochs=epochs, seed=seed) for config in configs]
-
-
-# --- The lesson's before/after table, plot and widget (scaffolding: what the lesson shows, not what it teaches)
-
-@dataclass(frozen=True)
-class Rung:
-    """One row of the before/after table: the fix just made, and what the script measured after it (lesson 07)."""
-
-    label: str
-    speed: Speed | None = None
-    run: Run | None = None
-    evidence: str = ""
-
-
-def _cell(value: float | None, form: str) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, form)
-
-
-def ladder_table(rungs: Sequence[Rung]) -> str:
-    """The before/after table as aligned text: samples/s, data-wait share, balanced accuracy, minority recall, evidence (lesson 07)."""
-    if not rungs or not all(isinstance(r, Rung) for r in rungs):
-        raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
-    width = max(len(r.label) for r in rungs)
-    lines = [f"{'after':<{width}}  {'samples/s':>9}  {'waiting':>7}  {'bal. acc':>8}  {'min. rec':>8}  evidence"]
-    for r in rungs:
-        speed, run = r.speed, r.run
-        lines.append(f"{r.label:<{width}}  {_cell(speed and speed.samples_per_s, ',.0f'):>9}  {_cell(speed and speed.data_wait_share, '.0%'):>7}  "
-                     f"{_cell(run and run.balanced_accuracy, '.3f'):>8}  {_cell(run and run.minority_recall, '.3f'):>8}  {r.evidence}")
-    return "\n".join(lines)
-
-
-def plot_ladder(rungs: Sequence[Rung], title: str = "") -> Any:
-    """Two panels over the fixes: samples/s with the data-wait share, and balanced accuracy with minority recall (lesson 07)."""
-    import matplotlib.pyplot as plt
-
-    if not rungs or not all(isinstance(r, Rung) for r in rungs):
-        raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
-    fig, (speed_ax, score_ax) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")  # room for the title and labels
-    timed = [r for r in rungs if r.speed is not None]  # each panel shows only the rows it has numbers for
-    speed_ax.bar(range(len(timed)), [r.speed.samples_per_s for r in timed], color="tab:blue", label="samples/s")
-    share_ax = speed_ax.twinx()
-    share_ax.plot(range(len(timed)), [100 * r.speed.data_wait_share for r in timed], "o-", color="tab:orange", label="waiting for data (%)")
-    share_ax.set(ylim=(0, 135), yticks=range(0, 101, 25), ylabel="% of each step waiting for data")
-    share_ax.grid(False)
-    top = max([r.speed.samples_per_s for r in timed], default=1.0)
-    speed_ax.set(ylim=(0, 1.35 * top), ylabel="training samples/s (median of rounds)", title="Speed")  # the legend sits above the bars
-    scored = [r for r in rungs if r.run is not None]
-    for key, mark, name in (("balanced_accuracy", "o-", "balanced accuracy"), ("minority_recall", "s--", "minority recall")):
-        score_ax.plot(range(len(scored)), [getattr(r.run, key) for r in scored], mark, label=name)
-    score_ax.set(ylim=(0, 1.35), yticks=np.linspace(0, 1, 5), ylabel="score on the balanced held-out stream", title="What the model learned")
-    score_ax.legend(loc="upper left", fontsize=8, ncol=2)
-    for ax, shown in ((speed_ax, timed), (score_ax, scored)):
-        ax.set_xticks(range(len(shown)), [r.label for r in shown], rotation=35, ha="right", fontsize=8)
-    handles = speed_ax.get_legend_handles_labels()[0] + share_ax.get_legend_handles_labels()[0]
-    speed_ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8, ncol=2)
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
-def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any:
-    """A slider per fault (planted / fixed): the one-process faults rerun the script live; the rank faults show this run's 2-rank results (lesson 07)."""
-    for name, value in (("planted", planted), ("fixed", fixed)):
-        if not isinstance(value, Run):
-            raise TypeError(f"{name} must be a Run from clinic.train, got {short(value)}")
-    if not isinstance(rank_outcomes, dict) or set(rank_outcomes) != {"uneven-shards", "no-set-epoch", "none"}:
-        raise ValueError(f"rank_outcomes must map 'uneven-shards', 'no-set-epoch' and 'none' to what 2 ranks showed, got {short(rank_outcomes)}")
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    style, layout = {"description_width": "17em"}, widgets.Layout(width="34em")
-    sliders = {name: widgets.SelectionSlider(options=("planted", "fixed"), value="planted", description=name,
-                                             continuous_update=False, style=style, layout=layout) for name in FAULTS}
-    for slider in sliders.values():
-        # ipywidgets 8 gives the views of IntSlider and FloatSlider the class "jupyter-widgets" but not SelectionSlider's:
-        # added, so that these sliders carry the classes of every other slider in the course (the browser test finds them so)
-        slider.add_class("jupyter-widgets")
-    if not torch.accelerator.is_available():  # the fault pins for a CUDA copy: without an accelerator both positions run the same code
-        sliders["pin-on-the-fly"].description = "pin-on-the-fly (no effect: no GPU)"
-    output = widgets.Output()
-    inert = set() if torch.accelerator.is_available() else {"pin-on-the-fly"}  # the same code either way without a GPU
-
-    def run_key(faults_fixed: frozenset[str]) -> frozenset[str]:
-        """The one-process faults that change what runs here."""
-        return (faults_fixed & frozenset(ONE_PROCESS)) - inert
-
-    live = {run_key(run.fixed): run for run in (planted, fixed)}  # runs already made: no need to repeat them
-
-    def show(_: Any = None) -> None:
-        chosen = frozenset(name for name, slider in sliders.items() if slider.value == "fixed")
-        one_process = run_key(chosen)
-        if one_process not in live:
-            live[one_process] = train(one_process)
-        run = live[one_process]
-        ranks = ("uneven-shards" if "uneven-shards" not in chosen else "no-set-epoch" if "no-set-epoch" not in chosen else "none")
-        with output:
-            output.clear_output(wait=True)
-            fig, axes = plt.subplots(1, 4, figsize=(12, 3.2))
-            names = ["as given", "all fixed", "your choice"]
-            for ax, (key, form, label) in zip(axes, (("samples_per_s", ",.0f", "samples/s (one run)"),
-                                                     ("data_wait_share", ".0%", "waiting for data"),
-                                                     ("balanced_accuracy", ".2f", "balanced accuracy"),
-                                                     ("minority_recall", ".2f", "minority recall"))):
-                values = [getattr(r, key) for r in (planted, fixed, run)]
-                ax.bar(names, values, color=["tab:red", "tab:green", "tab:blue"])
-                ax.set_title(f"{label}: {format(values[2], form)}")
-                ax.tick_params(axis="x", labelsize=7)
-                if key != "samples_per_s":
-                    ax.set_ylim(0, 1)
-            planted_now = [name for name in ONE_PROCESS if name not in chosen]
-            fig.suptitle(f"one process (bars 1-2: this lesson's runs; bar 3: run live when first chosen): planted "
-                         f"{', '.join(planted_now) or 'nothing'}; evaluation read {run.eval_samples} samples for {run.eval_distinct}\n"
-                         f"2 ranks (measured earlier in this lesson, not rerun here): {rank_outcomes[ranks]}", fontsize=9)
-            plt.show()
-
-    for slider in sliders.values():
-        slider.observe(show, names="value")
-    show()
-    return widgets.VBox([*sliders.values(), output])
+def __getattr__(name: str) -> Any:
+    """clinic.train, clinic.Speed, ...: the names that moved to helpers.clinic_runs and helpers.clinic_views."""
+    for module, names in _MOVED.items():
+        if name in names:
+            return getattr(importlib.import_module(f"helpers.{module}"), name)
+    raise AttributeError(f"module 'helpers.clinic' has no attribute {name!r}")

@@ -12,7 +12,7 @@ import torch
 from conftest import ROOT
 from torch.utils.data import DataLoader, RandomSampler, WeightedRandomSampler
 
-from helpers import clinic, ddp, doctor, env
+from helpers import clinic, clinic_runs, ddp, doctor, env
 from helpers.samplers import DistributedWeightedSampler
 
 matplotlib.use("Agg")  # no window: the plot tests only read the drawn artists
@@ -178,7 +178,7 @@ def test_ladder_rounds_time_the_ends_back_to_back_between_two_ceilings(monkeypat
         calls.append("ceiling")
         return 1.2 if len(calls) == 14 else 2.0  # the third round's second ceiling: load arrived during its pair
 
-    monkeypatch.setattr(clinic, "measure_speed", fake_speed)
+    monkeypatch.setattr(clinic_runs, "measure_speed", fake_speed)  # where ladder_rounds looks it up
     monkeypatch.setattr("helpers.timing.parallel_speedup", fake_ceiling)
     speeds, headroom = clinic.ladder_rounds(ladder, rounds=3, steps=4)
     assert calls == ["ceiling", 0, 2, "ceiling", 1, "ceiling", 2, 0, "ceiling", 1, "ceiling", 0, 2, "ceiling", 1]

@@ -1,0 +1,134 @@
+"""The debugging clinic's before/after views: the ladder table and plot, and the fault widget (lesson 07).
+
+Split from helpers.clinic, which re-exports every public name here.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from helpers import clinic
+from helpers._validate import short
+from helpers.clinic import FAULTS, ONE_PROCESS
+from helpers.clinic_runs import Run, Speed
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One row of the before/after table: the fix just made, and what the script measured after it (lesson 07)."""
+
+    label: str
+    speed: Speed | None = None
+    run: Run | None = None
+    evidence: str = ""
+
+
+def _cell(value: float | None, form: str) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, form)
+
+
+def ladder_table(rungs: Sequence[Rung]) -> str:
+    """The before/after table as aligned text: samples/s, data-wait share, balanced accuracy, minority recall, evidence (lesson 07)."""
+    if not rungs or not all(isinstance(r, Rung) for r in rungs):
+        raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
+    width = max(len(r.label) for r in rungs)
+    lines = [f"{'after':<{width}}  {'samples/s':>9}  {'waiting':>7}  {'bal. acc':>8}  {'min. rec':>8}  evidence"]
+    for r in rungs:
+        speed, run = r.speed, r.run
+        lines.append(f"{r.label:<{width}}  {_cell(speed and speed.samples_per_s, ',.0f'):>9}  {_cell(speed and speed.data_wait_share, '.0%'):>7}  "
+                     f"{_cell(run and run.balanced_accuracy, '.3f'):>8}  {_cell(run and run.minority_recall, '.3f'):>8}  {r.evidence}")
+    return "\n".join(lines)
+
+
+def plot_ladder(rungs: Sequence[Rung], title: str = "") -> Any:
+    """Two panels over the fixes: samples/s with the data-wait share, and balanced accuracy with minority recall (lesson 07)."""
+    import matplotlib.pyplot as plt
+
+    if not rungs or not all(isinstance(r, Rung) for r in rungs):
+        raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
+    fig, (speed_ax, score_ax) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")  # room for the title and labels
+    timed = [r for r in rungs if r.speed is not None]  # each panel shows only the rows it has numbers for
+    speed_ax.bar(range(len(timed)), [r.speed.samples_per_s for r in timed], color="tab:blue", label="samples/s")
+    share_ax = speed_ax.twinx()
+    share_ax.plot(range(len(timed)), [100 * r.speed.data_wait_share for r in timed], "o-", color="tab:orange", label="waiting for data (%)")
+    share_ax.set(ylim=(0, 135), yticks=range(0, 101, 25), ylabel="% of each step waiting for data")
+    share_ax.grid(False)
+    top = max([r.speed.samples_per_s for r in timed], default=1.0)
+    speed_ax.set(ylim=(0, 1.35 * top), ylabel="training samples/s (median of rounds)", title="Speed")  # the legend sits above the bars
+    scored = [r for r in rungs if r.run is not None]
+    for key, mark, name in (("balanced_accuracy", "o-", "balanced accuracy"), ("minority_recall", "s--", "minority recall")):
+        score_ax.plot(range(len(scored)), [getattr(r.run, key) for r in scored], mark, label=name)
+    score_ax.set(ylim=(0, 1.35), yticks=np.linspace(0, 1, 5), ylabel="score on the balanced held-out stream", title="What the model learned")
+    score_ax.legend(loc="upper left", fontsize=8, ncol=2)
+    for ax, shown in ((speed_ax, timed), (score_ax, scored)):
+        ax.set_xticks(range(len(shown)), [r.label for r in shown], rotation=35, ha="right", fontsize=8)
+    handles = speed_ax.get_legend_handles_labels()[0] + share_ax.get_legend_handles_labels()[0]
+    speed_ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8, ncol=2)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any:
+    """A slider per fault (planted / fixed): the one-process faults rerun the script live; the rank faults show this run's 2-rank results (lesson 07)."""
+    for name, value in (("planted", planted), ("fixed", fixed)):
+        if not isinstance(value, Run):
+            raise TypeError(f"{name} must be a Run from clinic.train, got {short(value)}")
+    if not isinstance(rank_outcomes, dict) or set(rank_outcomes) != {"uneven-shards", "no-set-epoch", "none"}:
+        raise ValueError(f"rank_outcomes must map 'uneven-shards', 'no-set-epoch' and 'none' to what 2 ranks showed, got {short(rank_outcomes)}")
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    style, layout = {"description_width": "17em"}, widgets.Layout(width="34em")
+    sliders = {name: widgets.SelectionSlider(options=("planted", "fixed"), value="planted", description=name,
+                                             continuous_update=False, style=style, layout=layout) for name in FAULTS}
+    for slider in sliders.values():
+        # ipywidgets 8 gives the views of IntSlider and FloatSlider the class "jupyter-widgets" but not SelectionSlider's:
+        # added, so that these sliders carry the classes of every other slider in the course (the browser test finds them so)
+        slider.add_class("jupyter-widgets")
+    if not torch.accelerator.is_available():  # the fault pins for a CUDA copy: without an accelerator both positions run the same code
+        sliders["pin-on-the-fly"].description = "pin-on-the-fly (no effect: no GPU)"
+    output = widgets.Output()
+    inert = set() if torch.accelerator.is_available() else {"pin-on-the-fly"}  # the same code either way without a GPU
+
+    def run_key(faults_fixed: frozenset[str]) -> frozenset[str]:
+        """The one-process faults that change what runs here."""
+        return (faults_fixed & frozenset(ONE_PROCESS)) - inert
+
+    live = {run_key(run.fixed): run for run in (planted, fixed)}  # runs already made: no need to repeat them
+
+    def show(_: Any = None) -> None:
+        chosen = frozenset(name for name, slider in sliders.items() if slider.value == "fixed")
+        one_process = run_key(chosen)
+        if one_process not in live:
+            live[one_process] = clinic.train(one_process)
+        run = live[one_process]
+        ranks = ("uneven-shards" if "uneven-shards" not in chosen else "no-set-epoch" if "no-set-epoch" not in chosen else "none")
+        with output:
+            output.clear_output(wait=True)
+            fig, axes = plt.subplots(1, 4, figsize=(12, 3.2))
+            names = ["as given", "all fixed", "your choice"]
+            for ax, (key, form, label) in zip(axes, (("samples_per_s", ",.0f", "samples/s (one run)"),
+                                                     ("data_wait_share", ".0%", "waiting for data"),
+                                                     ("balanced_accuracy", ".2f", "balanced accuracy"),
+                                                     ("minority_recall", ".2f", "minority recall"))):
+                values = [getattr(r, key) for r in (planted, fixed, run)]
+                ax.bar(names, values, color=["tab:red", "tab:green", "tab:blue"])
+                ax.set_title(f"{label}: {format(values[2], form)}")
+                ax.tick_params(axis="x", labelsize=7)
+                if key != "samples_per_s":
+                    ax.set_ylim(0, 1)
+            planted_now = [name for name in ONE_PROCESS if name not in chosen]
+            fig.suptitle(f"one process (bars 1-2: this lesson's runs; bar 3: run live when first chosen): planted "
+                         f"{', '.join(planted_now) or 'nothing'}; evaluation read {run.eval_samples} samples for {run.eval_distinct}\n"
+                         f"2 ranks (measured earlier in this lesson, not rerun here): {rank_outcomes[ranks]}", fontsize=9)
+            plt.show()
+
+    for slider in sliders.values():
+        slider.observe(show, names="value")
+    show()
+    return widgets.VBox([*sliders.values(), output])
