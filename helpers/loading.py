@@ -6,24 +6,21 @@ First what to keep in your own training code: `benchmark_loader` (steady samples
 """
 from __future__ import annotations
 
-import datetime
+import importlib
 import inspect
-import json
-import platform
 import statistics
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from helpers._validate import as_fraction, as_int, short
+from helpers._validate import as_int, short
 from helpers._validate import as_device as _as_device
 from helpers.batches import leaves
 from helpers.timing import Headroom, bracketed, interleaved, parallel_speedup  # noqa: F401 (parallel_speedup: lessons 03 and 07 call it from here)
@@ -163,7 +160,6 @@ LESSON_SWEEPS: dict[str, dict[str, Any]] = {
     "io": {"title": "5 ms of waiting per item", "dataset": {"num_items": 4096, "io_ms": 5.0},
            "values": (0, 2, 4, 8, 16), "repeats": 2, "num_batches": 24, "batch_size": 8},
 }
-REFERENCE_GLOB = "*-loaders.json"  # tools/bench.py --record's names; lesson 04's *-gpu-check.json share the folder
 
 
 @dataclass(frozen=True)
@@ -387,104 +383,15 @@ def lesson_sweep(kind: str, ceiling_processes: int = 0, progress: bool = True) -
                        ceiling_processes=sweep.ceiling_processes, settings=_jsonable({"kind": kind, **spec}))
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (platform.processor() elsewhere) (lesson 03)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        lines = []
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.processor() or "unknown CPU")
+# Lesson 03's recorded references and its benchmark widget live in helpers/loading_reference.py and
+# helpers/loading_widget.py, which import this module; loading.X finds them on first use.
+_MOVED = {"loading_reference": ("REFERENCE_GLOB", "LoaderReference", "cpu_model", "load_loader_reference", "record_reference"),
+          "loading_widget": ("benchmark_widget",)}
 
 
-@dataclass(frozen=True)
-class LoaderReference:
-    """Lesson 03's sweeps recorded on a named quiet machine by `tools/bench.py --record` (lesson 03)."""
-
-    hardware: str
-    usable_cores: int
-    date: str
-    torch: str
-    sweeps: dict[str, LoaderSweep]
-    file: str = ""
-
-    @property
-    def label(self) -> str:
-        """How a plot names it: never as this machine's measurement."""
-        return f"reference: {self.hardware}, {self.usable_cores} cores ({self.date}), not this machine"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data."""
-        return {"hardware": self.hardware, "usable_cores": self.usable_cores, "date": self.date, "torch": self.torch,
-                "sweeps": {kind: sweep.to_dict() for kind, sweep in self.sweeps.items()}}
-
-
-def record_reference(sweeps: Mapping[str, LoaderSweep], usable_cores: int) -> LoaderReference:
-    """A LoaderReference of `sweeps` measured here now, naming this machine (tools/bench.py --record) (lesson 03)."""
-    usable_cores = as_int("usable_cores", usable_cores, minimum=1)
-    return LoaderReference(hardware=cpu_model(), usable_cores=usable_cores, date=datetime.date.today().isoformat(),
-                           torch=torch.__version__, sweeps=dict(sweeps))
-
-
-def load_loader_reference(folder: Path | str) -> LoaderReference | None:
-    """The newest `*-loaders.json` in `folder` (written by `tools/bench.py --record`), or None when there is none (lesson 03)."""
-    folder = Path(folder)
-    paths = sorted(folder.glob(REFERENCE_GLOB)) if folder.is_dir() else []
-    if not paths:
-        return None
-    data = json.loads(paths[-1].read_text())
-    missing = {"hardware", "usable_cores", "date", "torch", "sweeps"} - set(data)
-    if missing:
-        raise ValueError(f"{paths[-1]} is not a loader reference: it lacks {sorted(missing)}")
-    sweeps = {kind: LoaderSweep.from_dict(sweep) for kind, sweep in data["sweeps"].items()}
-    return LoaderReference(hardware=str(data["hardware"]), usable_cores=int(data["usable_cores"]), date=str(data["date"]),
-                           torch=str(data["torch"]), sweeps=sweeps, file=paths[-1].name)
-
-
-def benchmark_widget(num_items: int = 2048, num_batches: int = 8) -> Any:
-    """Sliders for num_workers, batch size and per-item CPU / I/O cost, a Run button, and a bar chart of the runs (lesson 03)."""
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-
-    num_items = as_int("num_items", num_items, minimum=1)
-    num_batches = as_int("num_batches", num_batches, minimum=1)
-    style, layout = {"description_width": "9em"}, widgets.Layout(width="32em")  # room for the whole label
-    sliders = {
-        "num_workers": widgets.IntSlider(value=2, min=0, max=8, description="num_workers", style=style, layout=layout),
-        "batch_size": widgets.IntSlider(value=16, min=1, max=64, description="batch_size", style=style, layout=layout),
-        "cpu_ms": widgets.FloatSlider(value=1.0, min=0.0, max=5.0, step=0.5, description="CPU ms per item", style=style, layout=layout),
-        "io_ms": widgets.FloatSlider(value=0.0, min=0.0, max=5.0, step=1.0, description="I/O ms per item", style=style, layout=layout),
-    }
-    button, output = widgets.Button(description="Run benchmark", button_style="primary"), widgets.Output()
-    history: list[tuple[str, float]] = []
-
-    def run(_: Any = None) -> None:
-        value = {name: slider.value for name, slider in sliders.items()}
-        warmup = warmup_for(value["num_workers"])  # the prefetch burst is start-up, not steady state
-        needed = (warmup + num_batches) * value["batch_size"]
-        loader = DataLoader(SlowDataset(max(num_items, needed), cpu_ms=value["cpu_ms"], io_ms=value["io_ms"]),
-                            batch_size=value["batch_size"], num_workers=value["num_workers"])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the over-subscription warning: lesson 03 section 3 shows it
-            result = benchmark_loader(loader, num_batches=num_batches, warmup_batches=warmup)
-        del loader
-        history.append((f"#{len(history) + 1}\nw={value['num_workers']} b={value['batch_size']}\n"
-                        f"cpu {value['cpu_ms']:g} io {value['io_ms']:g}", result.samples_per_s))
-        shown = history[-6:]
-        with output:
-            output.clear_output(wait=True)
-            fig, ax = plt.subplots()
-            colors = ["tab:blue"] * (len(shown) - 1) + ["tab:orange"]
-            ax.bar(range(len(shown)), [rate for _, rate in shown], color=colors)
-            ax.set_xticks(range(len(shown)), [name for name, _ in shown], fontsize=8)
-            ax.set(xlabel="run (w = num_workers, b = batch_size, ms per item); newest in orange",
-                   ylabel="samples/s (steady state)",
-                   title=f"Run #{len(history)}: {result.samples_per_s:,.0f} samples/s after {warmup} warm-up batches; "
-                         f"first batch {result.first_batch_s * 1000:.0f} ms")
-            plt.show()
-
-    button.on_click(run)
-    for slider in sliders.values():
-        slider.continuous_update = False  # rerun when a slider is released, not on every tick of a drag
-        slider.observe(run, names="value")
-    run()
-    return widgets.VBox([*sliders.values(), button, output])
+def __getattr__(name: str) -> Any:
+    """loading.cpu_model, loading.benchmark_widget, ...: the names that moved to their own modules."""
+    for module, names in _MOVED.items():
+        if name in names:
+            return getattr(importlib.import_module(f"helpers.{module}"), name)
+    raise AttributeError(f"module 'helpers.loading' has no attribute {name!r}")
