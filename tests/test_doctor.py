@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
 
 from helpers import doctor
-from helpers.doctor import lesson00, lesson03, planted
+from helpers.doctor import lesson00, lesson02, lesson03, planted, reading
 from helpers.doctor.planted import Fails, Records, Sleepy, Stream
 from helpers.doctor.planted import labelled as tensors
 from helpers.env import cuda_required, usable_cpus
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORES = usable_cpus()
 
 
-pytestmark = pytest.mark.usefixtures("no_process_left")  # tests/conftest.py: every worker and program stopped
+pytestmark = pytest.mark.usefixtures("no_process_left", "no_doctor_thread_left")  # every worker, program and thread stopped
 
 
 RELEASE = threading.Event()
@@ -485,3 +485,31 @@ def test_a_finding_without_a_lesson_prints_no_empty_taught_in():
     finding = doctor.Finding("mine", "warning", "a message", "a fix")
     text = str(doctor.Diagnosis(findings=[finding], measurements={}, not_measured={}, elapsed_s=0.1, budget_s=1.0))
     assert "fix: a fix" in text and "taught in" not in text
+
+
+# --- the report itself: readable, honest about what is not the doctor's, no thread left
+
+@pytest.fixture
+def no_doctor_thread_left():
+    yield
+    deadline = time.monotonic() + 3
+    while reading.threads_left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reading.threads_left() == []
+
+
+def test_the_summary_line_stays_short_for_80_classes_and_warnings_are_listed_apart():
+    labels = np.arange(8000) % 80
+    diagnosis = run(DataLoader(tensors(8000, labels=labels), batch_size=400, shuffle=True, pin_memory=True))  # PyTorch warns
+    measured = next(line for line in str(diagnosis).splitlines() if line.startswith("measured: "))
+    assert "batch_class_shares=[80 values, " in measured and len(measured) < 1200, measured
+    if not torch.accelerator.is_available():
+        assert any("pin_memory" in w for w in diagnosis.caught_warnings), diagnosis.caught_warnings
+        assert "warning raised while reading (not a finding): UserWarning" in str(diagnosis)
+
+
+def test_binomial_cdf_against_hand_computed_values():
+    assert lesson02.binomial_cdf(2, 10, 0.5) == pytest.approx(56 / 1024)  # (1 + 10 + 45) / 2^10
+    assert lesson02.binomial_cdf(0, 5, 0.2) == pytest.approx(0.8 ** 5)
+    assert lesson02.binomial_cdf(5, 5, 0.3) == pytest.approx(1.0)
+    assert lesson02.binomial_cdf(3, 10, 0.0) == 1.0 and lesson02.binomial_cdf(3, 10, 1.0) == 0.0
