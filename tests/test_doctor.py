@@ -144,8 +144,8 @@ def test_input_bound_with_a_cuda_step():
 # --- each rule on its planted fault (helpers.doctor.planted), with what its evidence must show
 
 EVIDENCE = {  # per code: a check of the finding beyond its code, from the planted fault's design
-    "loader-error": lambda f: f.severity == "error" and "sample 5 is corrupt" in f.message
-    and 'raise ValueError("sample 5 is corrupt")' in f.evidence["traceback_num_workers_0"],
+    "loader-error": lambda f: f.severity == "error" and "sample 5 is corrupt" in f.message and f.evidence["index"] == 5
+    and 'raise ValueError("sample 5 is corrupt")' in f.evidence["traceback_num_workers_0"] and "ValueError: ValueError" not in f.message,
     "workers-oversubscribed": lambda f: f.severity == "warning" and f.evidence["processes"] == CORES + 2 and f.evidence["advised"] == CORES,
     "shm-too-small": lambda f: f.severity == "error" and f.evidence["bytes_in_flight"] == 64 * 1024 * 4 * 2 * 2,
     "no-replacement-weights": lambda f: f.evidence["max_count"] == 1,

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from helpers.doctor.findings import Finding
 from helpers.doctor.measure import length, python_payload_mib, ranks_on_node
-from helpers.doctor.reading import alternating_rates, plain_traceback, rebuild
+from helpers.doctor.reading import alternating_rates, first_failure, rebuild
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
 from helpers.timing import paired_median
@@ -33,12 +33,28 @@ def _fix_for(failure: Any, loader: DataLoader) -> str:
                 "datasets in an importable module, not a notebook (lesson 00)")
     if "stack expects each tensor to be equal size" in text:
         return "items of different sizes cannot be stacked: pass a collate_fn that pads them (torch.nn.utils.rnn.pad_sequence)"
+    if "image file is truncated" in text or "cannot identify image file" in text:
+        return ("a corrupt or truncated image: re-encode or remove the file the finding names (a pass over the dataset with "
+                "num_workers=0 lists them all), rather than hiding it with PIL's LOAD_TRUNCATED_IMAGES")
     if failure.while_ == "drawing from the sampler":
         return "the sampler itself raises: with replacement=False, num_samples must be at most len(weights) (lesson 02)"
     if failure.timed_out:
         return ("rerun with num_workers=0 and interrupt it to see where it waits; raise the budget if start-up is just slow "
                 "(persistent_workers=True pays it once)")
     return "rerun with num_workers=0 for a plain traceback and fix the dataset, sampler or collate_fn it names (lesson 03)"
+
+
+def _path_of(dataset: Any, index: int) -> str | None:
+    """The file behind `index` in an ImageFolder-style dataset (`samples` or `imgs` of (path, label)), or None."""
+    for name in ("samples", "imgs"):
+        records = getattr(dataset, name, None)
+        try:
+            record = records[index] if records is not None else None
+        except (IndexError, KeyError, TypeError):
+            continue
+        if isinstance(record, (tuple, list)) and record and isinstance(record[0], str):
+            return record[0]
+    return None
 
 
 @rule("loader-error", severities=("error",), phase="pass", planted="fails",
@@ -52,14 +68,18 @@ def loader_error(obs: Observation) -> Finding | None:
                                 "num_workers": obs.loader.num_workers}
     message = (f"no batch within {failed.after_s:.1f} s (a hang, or a start-up slower than the budget): {failed.summary}"
                if failed.timed_out else f"the loader raised {failed.summary} while {failed.while_}")
-    index = getattr(failed.error, "doctor_index", None)
-    if obs.loader.num_workers > 0 and not failed.timed_out and failed.while_ == "reading batches":
-        plain = plain_traceback(obs.loader, max(min(obs.left(), 5.0), 1.0))
+    if not failed.timed_out and failed.while_ == "reading batches":
+        plain, index = first_failure(obs.loader, max(min(obs.left(), 5.0), 1.0))
         if plain:
             evidence["traceback_num_workers_0"] = plain
-            message += f"; with num_workers=0 the plain traceback ends: {plain.strip().splitlines()[-1]}"
-    if index is not None:
-        evidence["index"] = index
+            message += f"; read with num_workers=0, {'index ' + str(index) if index is not None else 'collate_fn'} raised: " \
+                       f"{plain.strip().splitlines()[-1]}"
+        if index is not None:
+            evidence["index"] = index
+            path = _path_of(obs.loader.dataset, index)
+            if path:
+                evidence["file"] = path
+                message += f" (index {index} is {path})"
     obs.skipped["measurements"] = "the loader failed, so nothing else was measured"
     return finding("loader-error", "error", message, _fix_for(failed, obs.loader), **evidence)
 

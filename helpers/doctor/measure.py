@@ -169,7 +169,9 @@ def identities(batch: Any) -> list[str]:
 def summary(exc: BaseException) -> str:
     """An exception as 'Type: last line' (a worker's re-raised error keeps its original type's name in the text)."""
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}".strip()
+    last = text.splitlines()[-1] if text else ""
+    name = type(exc).__name__
+    return last if last.startswith(f"{name}: ") else f"{name}: {last}".strip()  # a worker's error text repeats its type
 
 
 def sampled_labels(dataset: Any, deadline: float, n: int = 256) -> np.ndarray | None:

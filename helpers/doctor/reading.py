@@ -199,25 +199,40 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     return DataLoader(loader.dataset, **kwargs)
 
 
-def plain_traceback(loader: DataLoader, wait_s: float) -> str | None:
-    """The traceback a num_workers=0 copy of `loader` gives within `wait_s`, or None if it gives none."""
-    result: dict[str, str] = {}
+def first_failure(loader: DataLoader, wait_s: float) -> tuple[str | None, int | None]:
+    """The traceback a num_workers=0 reading of `loader` gives within `wait_s`, and the index that raised (map-style), or Nones.
+
+    A map-style dataset is read index by index from the loader's own batch sampler, so the failing index is known;
+    an error in collate_fn then has no index. An IterableDataset is read through a num_workers=0 copy of the loader.
+    """
+    result: dict[str, Any] = {}
     stop = threading.Event()
 
-    def first() -> None:
+    def read() -> None:
         try:
-            for _ in rebuild(loader, num_workers=0):
-                if stop.is_set():
-                    return
+            if isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None:
+                for _ in rebuild(loader, num_workers=0):
+                    if stop.is_set():
+                        return
+                return
+            for indices in loader.batch_sampler:
+                items = []
+                for index in indices:
+                    if stop.is_set():
+                        return
+                    result["index"] = index
+                    items.append(loader.dataset[index])
+                result.pop("index", None)
+                loader.collate_fn(items)
         except Exception:  # noqa: BLE001 - the traceback is what we want
             result["tb"] = traceback.format_exc()
 
-    thread = threading.Thread(target=first, daemon=True, name=THREAD_PREFIX + "plain")
+    thread = threading.Thread(target=read, daemon=True, name=THREAD_PREFIX + "plain")
     thread.start()
     thread.join(wait_s)
     stop.set()
     thread.join(1.0)
-    return result.get("tb")
+    return (result["tb"], result.get("index")) if "tb" in result else (None, None)
 
 
 def rate(loader: DataLoader, deadline: float) -> float:
