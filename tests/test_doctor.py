@@ -234,7 +234,7 @@ def test_a_balanced_100_class_set_is_not_unbalanced_by_sampling_noise():
     labels = np.arange(1600) % 100
     for seed in range(3):
         loader = DataLoader(tensors(1600, labels=labels), batch_size=1600, shuffle=True, generator=torch.Generator().manual_seed(seed))
-        assert "unbalanced-batches" not in run(loader).codes
+        assert "unbalanced-batches" not in run(loader, budget_s=3.0).codes
 
 
 def test_fewer_weights_than_samples_but_not_one_per_class_is_a_warning():
