@@ -10,7 +10,7 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from helpers.doctor.findings import Finding
-from helpers.doctor.measure import length, python_payload_mib, ranks_on_node
+from helpers.doctor.measure import cpu_seconds, length, python_payload_mib, ranks_on_node
 from helpers.doctor.reading import alternating_rates, first_failure, rebuild
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
@@ -18,6 +18,7 @@ from helpers.timing import paired_median
 
 INPUT_BOUND_SHARE = 0.3   # steps that wait for data this share of their time or more
 BUSY_CORES = 0.5          # other programs used this many cores or more while the loader ran (info)
+BUSY_WINDOW_S = 0.5       # the machine's load is watched at least this long (after a shorter first pass, while idle)
 STARTUP_SHARE = 0.2       # persistent workers would save this share of an epoch or more ...
 STARTUP_MIN_S = 0.25      # ... and at least this many seconds per epoch
 COPY_ON_READ_MIB = 8.0    # pages shared with the parent turned private per worker (median), and Python objects held, in MiB
@@ -90,8 +91,13 @@ def loader_error(obs: Observation) -> Finding | None:
 def busy_host(obs: Observation) -> Finding | None:
     """Other programs' CPU while the first pass ran: the machine's busy CPU minus this process and its workers'."""
     wall, ours, machine = (obs.cpu.get(k, 0.0) for k in ("wall_s", "ours_s", "machine_s"))
-    if wall <= 0.2:
-        obs.skipped["busy-host"] = "the first pass was too short to measure the machine's load"
+    if wall < BUSY_WINDOW_S and obs.left() > BUSY_WINDOW_S - wall:  # a short pass: watch the machine a little longer
+        (ours0, machine0), started = cpu_seconds([]), time.perf_counter()
+        time.sleep(BUSY_WINDOW_S - wall)
+        (ours1, machine1), extra = cpu_seconds([]), time.perf_counter() - started
+        wall, ours, machine = wall + extra, ours + ours1 - ours0, machine + machine1 - machine0
+    if wall < 0.2:
+        obs.skipped["busy-host"] = "no time left to measure the machine's load"
         return None
     others = max(0.0, (machine - ours) / wall)
     cores = usable_cpus()
@@ -199,8 +205,10 @@ def startup_cost(obs: Observation) -> Finding | None:
 def headspace(obs: Observation) -> Finding | None:
     """Batches already read, replayed from memory through the step: how much faster the loop runs with loading free."""
     if obs.step is None:
-        obs.skipped["headspace"] = (f"no step given: the loader alone delivered {obs.samples_per_s:.0f} samples/s; pass "
-                                    "step=your_train_step to see how much faster your loop would run with loading free")
+        speed = (f"{obs.samples_per_s:.0f} samples/s" if math.isfinite(obs.samples_per_s)
+                 else f"{obs.samples} samples in {obs.batches} batch(es), the first after {obs.first_batch_s:.2f} s")
+        obs.skipped["headspace"] = (f"no step given: the loader alone delivered {speed}; pass step=your_train_step to see how "
+                                    "much faster your loop would run with loading free")
         return None
     if len(obs.kept) < 2 or len(obs.wait_s) < 3:
         obs.skipped["headspace"] = "fewer than 3 steps ran in the first pass"
@@ -281,7 +289,8 @@ def workers_too_few(obs: Observation) -> Finding | None:
         obs.skipped["workers-too-few"] = f"num_workers={workers} is already the course's rule for this machine ({cap} per rank)"
         return None
     batch_s = obs.steady_batch_s - (float(np.mean(obs.step_s[1:])) if obs.step_s[1:] else 0.0)
-    batch_s = batch_s if math.isfinite(batch_s) and batch_s > 0 else 1e-3
+    if not (math.isfinite(batch_s) and batch_s > 0):  # one batch read (a one-batch epoch): its wait is the estimate
+        batch_s = obs.first_batch_s if math.isfinite(obs.first_batch_s) and obs.first_batch_s > 0 else 1e-3
     slow = batch_s >= SLOW_BATCH_S  # then one batch in flight per worker keeps it busy, and a turn takes whole seconds
 
     def plan(values: list[int]) -> tuple[list[int], float]:
@@ -295,6 +304,11 @@ def workers_too_few(obs: Observation) -> Finding | None:
     if 2 * per_round + obs.first_batch_s * len(values) > obs.slot_left() and len(candidates) > 1:
         values = [workers, candidates[-1]]  # two rounds of every setting would not fit: the most workers the rule allows
         per_turn, per_round = plan(values)
+    if 2 * per_round + obs.first_batch_s * len(values) > obs.slot_left():
+        obs.skipped["workers-too-few"] = (f"the budget left {max(0.0, obs.slot_left()):.1f} s for the num_workers sweep; 2 rounds "
+                                          f"take about {2 * per_round + obs.first_batch_s * len(values):.1f} s at the batch time "
+                                          "measured: raise the budget")
+        return None
     timeout = max(1.0, obs.slot_left())
     loaders = [rebuild(loader, num_workers=w, persistent_workers=w > 0, timeout=timeout, prefetch_factor=1 if slow else None)
                for w in values]

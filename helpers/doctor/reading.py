@@ -268,6 +268,8 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
     results: list[list[float]] = []
     try:
         for iterator in iterators:
+            if time.perf_counter() > deadline:
+                return results
             next(iterator)  # the workers have started
         turn_s = 0.0
         while len(results) < rounds and time.perf_counter() + 1.2 * turn_s * len(loaders) < deadline:
@@ -282,6 +284,8 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
                 iterators[i] = _take(loaders[i], iterators[i], queued)
                 started, samples = time.perf_counter(), 0
                 for _ in range(per_turn[i]):
+                    if time.perf_counter() > deadline:
+                        return results  # the round is not complete: it does not count
                     iterators[i], batch = _next(loaders[i], iterators[i])
                     samples += count(batch)
                 rates[i] = samples / (time.perf_counter() - started)
