@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, RandomSampler, Subset, WeightedRandomSampler, get_worker_info
 
+from helpers._moved import forwarder
 from helpers._validate import as_device, as_int, short
 from helpers.data import imbalanced_classification
 from helpers.env import workers_per_rank as env_workers_per_rank
@@ -328,14 +328,8 @@ def _one_cpu_thread(device: torch.device) -> Iterator[None]:
 # Measurements and views live in their own modules (helpers/clinic_runs.py, helpers/clinic_views.py), which import
 # this one; lesson 07 and the doctor's command line keep calling them as clinic.X, resolved on first use (a rank that
 # unpickles clinic_runs.train imports clinic_runs first, so importing them here would be circular).
-_MOVED = {"clinic_runs": ("Run", "Speed", "evaluate", "ladder_rounds", "measure_speed", "median_speed", "speed_rounds", "train",
-                          "train_in_turn"),
-          "clinic_views": ("Rung", "fault_widget", "ladder_table", "plot_ladder")}
-
-
-def __getattr__(name: str) -> Any:
-    """clinic.train, clinic.Speed, ...: the names that moved to helpers.clinic_runs and helpers.clinic_views."""
-    for module, names in _MOVED.items():
-        if name in names:
-            return getattr(importlib.import_module(f"helpers.{module}"), name)
-    raise AttributeError(f"module 'helpers.clinic' has no attribute {name!r}")
+__getattr__ = forwarder("helpers.clinic", {
+    "helpers.clinic_runs": ("Run", "Speed", "evaluate", "ladder_rounds", "measure_speed", "median_speed", "speed_rounds", "train",
+                            "train_in_turn"),
+    "helpers.clinic_views": ("Rung", "fault_widget", "ladder_table", "plot_ladder"),
+})

@@ -6,7 +6,6 @@ First what to keep in your own training code: `benchmark_loader` (steady samples
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import statistics
 import time
@@ -20,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from helpers._moved import forwarder
 from helpers._validate import as_int, short
 from helpers._validate import as_device as _as_device
 from helpers.batches import leaves
@@ -385,13 +385,7 @@ def lesson_sweep(kind: str, ceiling_processes: int = 0, progress: bool = True) -
 
 # Lesson 03's recorded references and its benchmark widget live in helpers/loading_reference.py and
 # helpers/loading_widget.py, which import this module; loading.X finds them on first use.
-_MOVED = {"loading_reference": ("REFERENCE_GLOB", "LoaderReference", "cpu_model", "load_loader_reference", "record_reference"),
-          "loading_widget": ("benchmark_widget",)}
-
-
-def __getattr__(name: str) -> Any:
-    """loading.cpu_model, loading.benchmark_widget, ...: the names that moved to their own modules."""
-    for module, names in _MOVED.items():
-        if name in names:
-            return getattr(importlib.import_module(f"helpers.{module}"), name)
-    raise AttributeError(f"module 'helpers.loading' has no attribute {name!r}")
+__getattr__ = forwarder("helpers.loading", {
+    "helpers.loading_reference": ("REFERENCE_GLOB", "LoaderReference", "cpu_model", "load_loader_reference", "record_reference"),
+    "helpers.loading_widget": ("benchmark_widget",),
+})

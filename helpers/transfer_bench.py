@@ -4,7 +4,6 @@ The tools to keep in your own training code (`move`, `CUDAPrefetcher`) are in he
 """
 from __future__ import annotations
 
-import importlib
 import statistics
 import threading
 import time
@@ -14,6 +13,7 @@ from typing import Any
 
 import torch
 
+from helpers._moved import forwarder
 from helpers._validate import as_int, short
 from helpers.timing import interleaved
 from helpers.transfer import CUDAPrefetcher, as_device, move
@@ -375,12 +375,7 @@ def host_copy_sweep(chunk_sizes: Sequence[int], total_bytes: int = 4 * 2**20, ro
 
 # Copy/compute timelines (with the unsafe device-to-host read), the GPU's link and the recorded gpu-check reports live in
 # helpers/transfer_timeline.py, which imports this module; transfer_bench.X finds them on first use.
-_MOVED = ("Span", "Timeline", "plot_timelines", "copy_compute_timeline", "unsafe_d2h_read", "gpu_link", "load_reference_results",
-          "sweep_from_report", "sweep_to_dict")
-
-
-def __getattr__(name: str) -> Any:
-    """transfer_bench.copy_compute_timeline, transfer_bench.load_reference_results, ...: the names in helpers.transfer_timeline."""
-    if name in _MOVED:
-        return getattr(importlib.import_module("helpers.transfer_timeline"), name)
-    raise AttributeError(f"module 'helpers.transfer_bench' has no attribute {name!r}")
+__getattr__ = forwarder("helpers.transfer_bench", {
+    "helpers.transfer_timeline": ("Span", "Timeline", "plot_timelines", "copy_compute_timeline", "unsafe_d2h_read", "gpu_link",
+                                  "load_reference_results", "sweep_from_report", "sweep_to_dict"),
+})

@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 PROBE = """
@@ -23,3 +25,12 @@ print("ok")
 def test_import_has_no_side_effects():
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_moved_names_are_found_and_unknown_ones_named():
+    from helpers import clinic, clinic_runs, loading, loading_reference, transfer_bench, transfer_timeline
+
+    assert clinic.train is clinic_runs.train and loading.cpu_model is loading_reference.cpu_model
+    assert transfer_bench.gpu_link is transfer_timeline.gpu_link
+    with pytest.raises(AttributeError, match="module 'helpers.clinic' has no attribute 'no_such_name'"):
+        clinic.no_such_name  # noqa: B018

@@ -235,26 +235,6 @@ def first_failure(loader: DataLoader, wait_s: float) -> tuple[str | None, int | 
     return (result["tb"], result.get("index")) if "tb" in result else (None, None)
 
 
-def rate(loader: DataLoader, deadline: float) -> float:
-    """Samples/s of `loader` after its warm-up batches, reading until `deadline`; NaN if too few batches."""
-    warm = 1 if loader.num_workers == 0 else (loader.prefetch_factor or 2) * loader.num_workers
-    times: list[float] = []
-    samples = 0
-    try:
-        last = None
-        for i, (_, batch) in enumerate(batches(loader, deadline, 100_000)):
-            now = time.perf_counter()
-            if i >= warm:
-                times.append(now - last)  # type: ignore[operator]
-                samples += count(batch)
-            last = now
-    except LoaderFailed:
-        return float("nan")
-    if len(times) < 2:
-        return float("nan")
-    return samples / sum(times)
-
-
 def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int | list[int], rounds: int = 3) -> list[list[float]]:
     """Samples/s of each loader, per round, taking turns on workers started once; rounds alternate the order, until `deadline`.
 
