@@ -261,6 +261,9 @@ def test_loader_sweep_counts_the_cpu_its_items_cost():
     for rank_runs in runs:
         for run in rank_runs:
             samples = 24 * 16  # loader_processes reads 24 batches of 16
-            # the items' spin alone is samples x 1 ms; the loader, collation and (with workers) pickling add to it
-            assert 0.8 * samples * 0.001 <= run["cpu_s"] <= 4 * samples * 0.001 + 1.0, run
+            # The items' spin is samples x 1 ms as calibrated when the rank started; the loader, collation and (with workers)
+            # pickling add to it. The calibration can read slow on a VM (time stolen by the host counts as the thread's):
+            # a CI run read 1,397 samples/s with no workers, 0.72 ms per item, so the lower bound is half the nominal cost,
+            # still far above what the main process alone spends when its workers' CPU is not counted.
+            assert 0.5 * samples * 0.001 <= run["cpu_s"] <= 4 * samples * 0.001 + 1.0, run
             assert run["machine_busy_s"] >= 0.8 * run["cpu_s"], run  # the whole machine was busy at least with this rank
