@@ -8,7 +8,7 @@ KERNEL := feed-the-gpus
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test site exercises readme strip gpu-check bench stress clean
+.PHONY: lab test site exercises readme strip gpu-check bench stress mutants clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
@@ -52,6 +52,11 @@ gpu-check: $(STAMP)
 bench: $(STAMP)
 	$(PY) tools/bench.py
 	$(PY) tools/doctor_corpus.py --runs 1 --cli
+
+## mutants: plant small bugs (mutmut) in the listed helpers, one at a time, and count those the tests catch, per module; exit 1 under 90 % (`make mutants MODULES="samplers imbalance"`)
+MODULES ?=
+mutants: $(STAMP)
+	$(PY) tools/mutants.py $(MODULES)
 
 ## stress: run each lesson with timing claims RUNS times (default 5), every other run beside a CPU-bound program; a table of what failed and what it measured
 RUNS ?= 5

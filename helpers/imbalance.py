@@ -33,7 +33,7 @@ def effective_number(counts: Any, beta: float) -> np.ndarray:
     """Effective number of samples per class, (1 - beta^n) / (1 - beta) (Cui et al. 2019; lesson 01)."""
     array = as_counts("counts", counts, positive=False)
     beta = as_fraction("beta", beta, 0.0, 1.0, include_low=True, include_high=False)
-    return (1.0 - np.power(beta, array.astype(np.float64))) / (1.0 - beta)
+    return (1.0 - np.power(beta, array)) / (1.0 - beta)
 
 
 def _scheme(scheme: Any) -> str:
@@ -45,13 +45,13 @@ def _scheme(scheme: Any) -> str:
 def class_weights(counts: Any, scheme: str = "inverse", beta: float = 0.999) -> np.ndarray:
     """One weight per class (inverse, sqrt-inverse or inverse effective number), summing to the number of classes (lesson 02)."""
     scheme = _scheme(scheme)
-    array = as_counts("counts", counts, positive=True).astype(np.float64)
+    array = as_counts("counts", counts, positive=True)
     if scheme == "inverse":
-        raw = 1.0 / array
+        raw = array ** -1.0
     elif scheme == "sqrt":
-        raw = 1.0 / np.sqrt(array)
+        raw = array ** -0.5
     else:
-        raw = 1.0 / effective_number(array.astype(np.int64), beta)
+        raw = effective_number(array, beta) ** -1.0
     return raw * (len(raw) / raw.sum())
 
 

@@ -23,7 +23,7 @@ def per_class_recall(y_true: Any, y_pred: Any, num_classes: int) -> np.ndarray:
     """Fraction of each class's samples predicted as that class (NaN for a class with no sample) (lesson 01)."""
     matrix = confusion_matrix(y_true, y_pred, num_classes)
     support = matrix.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore"):  # 0 / 0 for a class with no sample: NaN
         return np.diag(matrix) / support
 
 
@@ -35,7 +35,7 @@ def balanced_accuracy(y_true: Any, y_pred: Any, num_classes: int) -> float:
 def macro_f1(y_true: Any, y_pred: Any, num_classes: int) -> float:
     """Unweighted mean of per-class F1 over classes present in y_true or y_pred (lesson 01)."""
     matrix = confusion_matrix(y_true, y_pred, num_classes)
-    true_pos = np.diag(matrix).astype(np.float64)
+    true_pos = np.diag(matrix)
     support, predicted = matrix.sum(axis=1), matrix.sum(axis=0)
     present = (support + predicted) > 0
     f1 = 2 * true_pos[present] / (support[present] + predicted[present])
@@ -53,11 +53,12 @@ def accuracy(y_true: Any, y_pred: Any) -> float:
 def scores(y_true: Any, y_pred: Any, num_classes: int, minority: int | None = None) -> dict[str, float]:
     """Accuracy, balanced accuracy, macro-F1 and the recall of class `minority` (default: the rarest in y_true)."""
     truth = as_labels("y_true", y_true, num_classes)
+    if truth.size == 0:
+        raise ValueError("y_true is empty: there is nothing to score")
     recall = per_class_recall(truth, y_pred, num_classes)
     if minority is None:
-        counts = np.bincount(truth, minlength=num_classes).astype(np.float64)
-        counts[counts == 0] = np.inf
-        minority = int(np.argmin(counts))
+        counts = np.bincount(truth)
+        minority = int(np.argmin(np.where(counts > 0, counts, np.inf)))  # the rarest class present
     minority = as_int("minority", minority, minimum=0)
     if minority >= num_classes:
         raise ValueError(f"minority must be a class id below num_classes={num_classes}, got {minority}")

@@ -169,6 +169,31 @@ def test_measure_speed_times_a_window_after_the_warmup(one_thread):
     assert as_given.loop_cpu_ms - speed.loop_cpu_ms > 0.5 * decoding_ms and speed.loop_cpu_ms > 0, (as_given, speed)
 
 
+def test_measure_speed_leaves_out_a_planted_slow_start(monkeypatch):
+    """The first batch (the warm-up without workers) takes 0.5 s; the 4 timed steps take 10 ms each and wait for nothing."""
+    class SlowStart:
+        num_workers = 0
+
+        def __init__(self):
+            self.started = False
+
+        def __len__(self):
+            return 8
+
+        def __iter__(self):
+            for index in range(8):
+                if not self.started:
+                    self.started = True
+                    time.sleep(0.5)
+                yield index
+
+    monkeypatch.setattr(clinic_runs, "make_loader", lambda fixed, seed: SlowStart())
+    monkeypatch.setattr(clinic_runs, "make_step", lambda fixed, device, seed: lambda batch: time.sleep(0.01))
+    speed = clinic.measure_speed(steps=4)
+    assert speed.steps == 4 and speed.data_wait_share < 0.2, speed  # counted, the 0.5 s start would be over 90 % of it
+    assert speed.samples_per_s > 4 * clinic.BATCH_SIZE / 0.5, speed  # faster than the 4 steps plus the start allow
+
+
 def test_ladder_rounds_time_the_ends_back_to_back_between_two_ceilings(monkeypatch):
     calls = []
     ladder = [(), {"no-workers"}, {"no-workers", "list-backed"}]

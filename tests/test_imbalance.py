@@ -179,3 +179,90 @@ def test_seed_ranges_overlap_only_when_they_share_a_value():
 def test_over_seeds_refuses_too_few_seeds_and_non_scores(rows):
     with pytest.raises(ValueError, match="rows must"):
         metrics.over_seeds(rows)
+
+
+# Exact values computed by hand (issue 28: the expected value comes from outside the code under test).
+@pytest.mark.parametrize("scheme, counts, beta, expected", [
+    ("inverse", [100, 25], 0.999, [0.4, 1.6]),  # 1/100 : 1/25 = 1 : 4, scaled to sum 2
+    ("sqrt", [100, 25], 0.999, [2 / 3, 4 / 3]),  # 1/10 : 1/5 = 1 : 2
+    ("effective", [1, 2], 0.5, [1.2, 0.8]),  # effective numbers 1 and 1.5: 1 : 2/3
+    ("effective", [1, 2], 0.999, [2 * 1.999 / 2.999, 2 / 2.999]),  # effective numbers 1 and 1.999 (the default beta)
+])
+def test_class_weights_by_hand(scheme, counts, beta, expected):
+    weights = imbalance.class_weights(counts, scheme) if beta == 0.999 else imbalance.class_weights(counts, scheme, beta)
+    assert weights.tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_sample_weights_by_hand():
+    assert imbalance.sample_weights([0, 0, 0, 1]).tolist() == pytest.approx([0.5, 0.5, 0.5, 1.5])  # default: inverse
+    assert imbalance.sample_weights([0, 2, 2]).tolist() == pytest.approx([4 / 3, 2 / 3, 2 / 3])  # class 1 absent: no weight
+    assert imbalance.sample_weights([0, 1, 1], "effective", 0.5).tolist() == pytest.approx([1.2, 0.8, 0.8])
+    assert imbalance.sample_weights([0, 1, 1], "effective").tolist() == pytest.approx([2 * 1.999 / 2.999] + [2 / 2.999] * 2)
+
+
+def test_counting_helpers_by_hand():
+    counts = imbalance.class_counts([0, 0], num_classes=1)
+    assert counts.tolist() == [2] and counts.dtype == np.int64
+    assert imbalance.effective_number([0, 3], 0.5).tolist() == [0.0, 1.75]  # an empty class has no effective samples
+    tail = imbalance.long_tail_counts(3, 4.0, 100)  # 100 / n^(ln 4 / ln 3): 100, 41.7, 25
+    assert tail.tolist() == [100, 42, 25] and tail.dtype == np.int64
+    assert imbalance.long_tail_counts(2, 100.0, 100).tolist() == [100, 1]
+    assert imbalance.long_tail_counts(2, 1.0, 1).tolist() == [1, 1]  # the lowest factor and head count allowed
+    first, again, other = (imbalance.undersample_indices([0, 0, 0, 1, 1, 1], seed) for seed in (0, 0, 1))
+    assert first.tolist() == again.tolist() and len(first) == 6
+    kept = [imbalance.undersample_indices([0, 0, 0, 0, 0, 1], seed).tolist() for seed in range(8)]
+    assert all(k[1] == 5 and len(k) == 2 for k in kept) and len({k[0] for k in kept}) > 1  # the seed picks which
+    assert imbalance.batch_class_counts([(None, [0, 0])], 1, num_batches=1).tolist() == [[2]]
+
+
+def test_scores_by_hand():
+    assert metrics.macro_f1([0, 0, 1], [0, 0, 0], 3) == pytest.approx(0.4)  # class 0: F1 4/5, class 1: 0, class 2 absent
+    assert metrics.accuracy([1], [1]) == 1.0
+    assert metrics.scores([0, 0, 1], [0, 0, 0], 3)["minority_recall"] == 0.0  # rarest present: class 1, not absent 2
+    assert metrics.scores([0, 0, 1, 1, 1], [0, 0, 1, 1, 1], 3, minority=0)["minority_recall"] == 1.0
+    assert metrics.scores([1, 1, 2, 2, 2], [1, 1, 2, 2, 0], 3)["minority_recall"] == 1.0  # class 0 never occurs
+    with np.errstate(all="raise"):  # a class with no sample is NaN without a warning or an error
+        assert np.isnan(metrics.per_class_recall([0], [0], 2)[1])
+    touching = metrics.over_seeds([[0.5], [0.7]])
+    assert touching.overlaps(metrics.over_seeds([[0.3], [0.5]]), 0) and touching.low.dtype == np.float64
+    assert metrics.confusion_matrix([0], [0], 1).tolist() == [[1]]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: imbalance.class_counts([0], num_classes=0), ValueError, "num_classes must be at least 1, got 0"),
+    (lambda: imbalance.class_counts([], None), ValueError, "labels is empty and num_classes is None: there is nothing to count"),
+    (lambda: imbalance.imbalance_ratio([1.5, 2]), TypeError, "counts must hold whole numbers of samples, got [1.5, 2]"),
+    (lambda: imbalance.effective_number([-1], 0.5), ValueError, "counts must not be negative, got [-1]"),
+    (lambda: imbalance.class_weights([1.5, 2]), TypeError, "counts must hold whole numbers of samples, got [1.5, 2]"),
+    (lambda: imbalance.sample_weights([0.5]), TypeError, "labels must hold integer class ids, got dtype float64"),
+    (lambda: imbalance.sample_weights([]), ValueError, "labels is empty: there is no sample to weight"),
+    (lambda: imbalance.long_tail_counts(3, 2.0, 0), ValueError, "head_count must be at least 1, got 0"),
+    (lambda: imbalance.long_tail_counts(3, 0.5, 10), ValueError, "imbalance_factor must be in [1.0, 10.0], got 0.5"),
+    (lambda: imbalance.long_tail_counts(3, 11.0, 10), ValueError, "imbalance_factor must be in [1.0, 10.0], got 11.0"),
+    (lambda: imbalance.undersample_indices([0.5], 0), TypeError, "labels must hold integer class ids, got dtype float64"),
+    (lambda: imbalance.undersample_indices([0], -1), ValueError, "seed must be at least 0, got -1"),
+    (lambda: imbalance.undersample_indices([0, 2], 0), ValueError,
+     "class counts of labels has a class with zero samples (class 1): it has no weight; drop the class or give it samples"),
+    (lambda: imbalance.batch_class_counts([], 0), ValueError, "num_classes must be at least 1, got 0"),
+    (lambda: imbalance.batch_class_counts([(None, [2])], 2), ValueError, "labels holds class 2, but num_classes is 2"),
+    (lambda: metrics.confusion_matrix([0], [0], 0), ValueError, "num_classes must be at least 1, got 0"),
+    (lambda: metrics.confusion_matrix([2], [0], 2), ValueError, "y_true holds class 2, but num_classes is 2"),
+    (lambda: metrics.confusion_matrix([0], [2], 2), ValueError, "y_pred holds class 2, but num_classes is 2"),
+    (lambda: metrics.accuracy([0.5], [0]), TypeError, "y_true must hold integer class ids, got dtype float64"),
+    (lambda: metrics.accuracy([0], [0.5]), TypeError, "y_pred must hold integer class ids, got dtype float64"),
+    (lambda: metrics.accuracy([], []), ValueError, "y_true and y_pred must be non-empty and of equal length, got 0 and 0"),
+    (lambda: metrics.accuracy([0], [0, 1]), ValueError, "y_true and y_pred must be non-empty and of equal length, got 1 and 2"),
+    (lambda: metrics.scores([2], [0], 2), ValueError, "y_true holds class 2, but num_classes is 2"),
+    (lambda: metrics.scores([], [], 2), ValueError, "y_true is empty: there is nothing to score"),
+    (lambda: metrics.scores([0], [0], 2, minority=-1), ValueError, "minority must be at least 0, got -1"),
+    (lambda: metrics.scores([0], [0], 2, minority=2), ValueError, "minority must be a class id below num_classes=2, got 2"),
+    (lambda: metrics.over_seeds([[0.5], [0.6]]).overlaps(metrics.over_seeds([[0.5], [0.6]]), -1), ValueError,
+     "column must be at least 0, got -1"),
+    (lambda: metrics.over_seeds([[0.5]]), ValueError,
+     "rows must be a 2-D table with one row per seed and at least 2 seeds, got shape (1, 1)"),
+])
+def test_bad_input_message_in_full(call, error, message):
+    """The whole message, from its first word: it names the argument and the value (a mutant naming None fails)."""
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value) == message

@@ -194,6 +194,25 @@ def test_step_timer_splits_data_wait_from_compute():
     assert "0 step(s)" in str(StepTimer())
 
 
+def test_data_fraction_leaves_out_the_first_step_by_hand():
+    timer = StepTimer()
+    timer.data_wait_s, timer.compute_s = [10.0, 1.0, 1.0], [1.0, 3.0, 3.0]
+    assert timer.data_fraction() == pytest.approx(2 / 8) and timer.data_fraction(skip_first=0) == pytest.approx(12 / 19)
+    assert timer.data_fraction(skip_first=2) == pytest.approx(1 / 4)
+
+
+def test_data_fraction_of_a_loader_with_a_slow_start():
+    """A planted slow start: the first batch takes 0.4 s, the others none; start-up is not steady-state waiting."""
+    def slow_first():
+        time.sleep(0.4)
+        yield from range(6)
+
+    timer = StepTimer()
+    for _ in timer.wrap(slow_first()):
+        time.sleep(0.02)
+    assert timer.data_wait_s[0] >= 0.4 and timer.data_fraction() < 0.3 < timer.data_fraction(skip_first=0)
+
+
 def test_step_timer_records_steps_before_a_break():
     timer = StepTimer()
     for step, _ in enumerate(timer.wrap(range(10))):
@@ -231,6 +250,22 @@ def test_parallel_speedup_of_one_process_is_about_one():
     # one process against itself: no headroom. Median of 7 alternating rounds: one 20 ms run can lose a
     # time slice to another program (one round measured 0.47x once, on a busy 2-core VM)
     assert 0.5 < parallel_speedup(1, work_ms=20, rounds=7) < 2.0
+
+
+def idle_cores(seconds: float = 0.5) -> float:
+    """How many cores of this machine sat idle over the last `seconds` (from the whole machine's CPU times)."""
+    before = psutil.cpu_times()
+    time.sleep(seconds)
+    after = psutil.cpu_times()
+    return (after.idle - before.idle) / seconds
+
+
+def test_parallel_speedup_of_two_processes_on_two_free_cores_is_above_one_point_three():
+    """The ceiling must rise with processes where cores are free: a pool of one process would read about 1.0 here."""
+    free = idle_cores()
+    if free < 1.8:
+        pytest.skip(f"needs 2 idle cores to show a parallel speed-up; {free:.1f} were idle over 0.5 s")
+    assert parallel_speedup(2, work_ms=50, rounds=5) > 1.3
 
 
 def test_parallel_speedup_rejects_bad_arguments():

@@ -299,3 +299,38 @@ def test_without_replacement_seed_and_epoch_do_not_alias():
         return list(sampler)
 
     assert draw(0, 1) != draw(1, 0) and draw(0, 1) == draw(0, 1)
+
+
+def reference_draw(weights: list[float], total: int, seed: int, epoch: int, replacement: bool) -> list[int]:
+    """The documented draw, re-implemented here from the spec (issue 28): expected values from outside the sampler.
+
+    With replacement: inverse CDF of a Philox stream keyed by (seed, epoch). Without: Efraimidis-Spirakis, the
+    `total` smallest Exp(1) / weight keys of that stream, in order.
+    """
+    stream = np.random.Generator(np.random.Philox(np.random.SeedSequence([seed, epoch])))
+    w = np.asarray(weights, dtype=np.float64) / max(weights)
+    if replacement:
+        cumulative = np.cumsum(w)
+        return [min(int(np.searchsorted(cumulative, u * cumulative[-1], side="right")), len(w) - 1)
+                for u in stream.random(total)]
+    keys = stream.standard_exponential(len(w)) / w
+    return [int(i) for i in np.argsort(keys, kind="stable")[:total]]
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("seed, epoch", [(0, 0), (7, 3)])
+def test_each_rank_holds_its_share_of_the_reference_draw(replacement, seed, epoch):
+    """With replacement rank r holds block r of the draw; without, every 3rd draw from position r (strided: early and late alike)."""
+    weights = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]
+    replicas, num_samples = 3, 10 if not replacement else 11  # 10 and 11 round up to 12: 4 per rank
+    expected = reference_draw(weights, 12, seed, epoch, replacement)
+    got = []
+    for rank in range(replicas):
+        sampler = DistributedWeightedSampler(weights, replicas, rank, num_samples, replacement, seed)
+        sampler.set_epoch(epoch)
+        got.append(list(sampler))
+    if replacement:
+        assert got == [expected[0:4], expected[4:8], expected[8:12]]
+    else:
+        assert got == [expected[0::3], expected[1::3], expected[2::3]]
+        assert sorted(sum(got, [])) == list(range(12))  # the ranks are disjoint and together draw every index once

@@ -95,8 +95,10 @@ def test_reference_results_refuse_a_file_that_is_not_a_report(tmp_path):
 
 
 def test_committed_reference_results_load():
-    for item in transfer_bench.load_reference_results(ROOT / "docs" / "reference-results"):
-        assert transfer_bench.sweep_from_report(item).rows
+    loaded = transfer_bench.load_reference_results(ROOT / "docs" / "reference-results")
+    on_disk = sorted(path.name for path in (ROOT / "docs" / "reference-results").iterdir() if path.name.endswith("-gpu-check.json"))
+    assert [item["file"] for item in loaded] == on_disk and len(on_disk) >= 1  # lesson 04 draws the H200 report from here
+    assert all(transfer_bench.sweep_from_report(item).rows for item in loaded)
 
 
 @pytest.mark.cuda

@@ -50,7 +50,8 @@ def test_cpu_ms_costs_cpu_time_and_io_ms_costs_wall_time():
     cpu = time.thread_time()
     busy[1]
     cpu = time.thread_time() - cpu
-    assert 0.005 <= cpu <= 0.080, f"cpu_ms=20 took {cpu * 1000:.1f} ms of CPU"
+    # At least half: a CI VM once ran the calibrated spin at 0.72 of its nominal time (host steal counts as the thread's)
+    assert 0.010 <= cpu <= 0.080, f"cpu_ms=20 took {cpu * 1000:.1f} ms of CPU"
     wall, cpu = time.perf_counter(), time.thread_time()
     waiting[0]
     wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
