@@ -25,7 +25,7 @@ def focal_loss(
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     log_p_t = F.log_softmax(logits, dim=1).gather(1, target[:, None]).squeeze(1)
-    loss = -((1.0 - log_p_t.exp()) ** gamma) * log_p_t if gamma else -log_p_t
+    loss = -((1.0 - log_p_t.exp()) ** gamma) * log_p_t  # gamma=0: (1 - p)^0 is 1, gradient included: cross-entropy
     if alpha is not None:
         weight = torch.as_tensor(alpha, dtype=logits.dtype, device=logits.device)
         if weight.shape != (logits.shape[1],) or bool((weight < 0).any()):

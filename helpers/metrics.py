@@ -52,7 +52,7 @@ def accuracy(y_true: Any, y_pred: Any) -> float:
 
 def scores(y_true: Any, y_pred: Any, num_classes: int, minority: int | None = None) -> dict[str, float]:
     """Accuracy, balanced accuracy, macro-F1 and the recall of class `minority` (default: the rarest in y_true)."""
-    truth = as_labels("y_true", y_true, num_classes)
+    truth = as_labels("y_true", y_true)  # its classes are checked against num_classes by per_class_recall
     if truth.size == 0:
         raise ValueError("y_true is empty: there is nothing to score")
     recall = per_class_recall(truth, y_pred, num_classes)

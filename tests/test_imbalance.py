@@ -208,10 +208,10 @@ def test_counting_helpers_by_hand():
     assert tail.tolist() == [100, 42, 25] and tail.dtype == np.int64
     assert imbalance.long_tail_counts(2, 100.0, 100).tolist() == [100, 1]
     assert imbalance.long_tail_counts(2, 1.0, 1).tolist() == [1, 1]  # the lowest factor and head count allowed
-    first, again, other = (imbalance.undersample_indices([0, 0, 0, 1, 1, 1], seed) for seed in (0, 0, 1))
-    assert first.tolist() == again.tolist() and len(first) == 6
+    assert imbalance.undersample_indices([0, 0, 0, 1, 1, 1], 0).tolist() == list(range(6))  # balanced: all kept
     kept = [imbalance.undersample_indices([0, 0, 0, 0, 0, 1], seed).tolist() for seed in range(8)]
     assert all(k[1] == 5 and len(k) == 2 for k in kept) and len({k[0] for k in kept}) > 1  # the seed picks which
+    assert kept == [imbalance.undersample_indices([0, 0, 0, 0, 0, 1], seed).tolist() for seed in range(8)]  # and only it
     assert imbalance.batch_class_counts([(None, [0, 0])], 1, num_batches=1).tolist() == [[2]]
 
 
@@ -224,7 +224,8 @@ def test_scores_by_hand():
     with np.errstate(all="raise"):  # a class with no sample is NaN without a warning or an error
         assert np.isnan(metrics.per_class_recall([0], [0], 2)[1])
     touching = metrics.over_seeds([[0.5], [0.7]])
-    assert touching.overlaps(metrics.over_seeds([[0.3], [0.5]]), 0) and touching.low.dtype == np.float64
+    assert touching.overlaps(metrics.over_seeds([[0.3], [0.5]]), 0)
+    assert metrics.over_seeds([[1], [2]]).low.dtype == np.float64  # whole-number scores are scores too
     assert metrics.confusion_matrix([0], [0], 1).tolist() == [[1]]
 
 
@@ -245,6 +246,20 @@ def test_scores_by_hand():
      "class counts of labels has a class with zero samples (class 1): it has no weight; drop the class or give it samples"),
     (lambda: imbalance.batch_class_counts([], 0), ValueError, "num_classes must be at least 1, got 0"),
     (lambda: imbalance.batch_class_counts([(None, [2])], 2), ValueError, "labels holds class 2, but num_classes is 2"),
+    (lambda: imbalance.batch_class_counts([], 2), ValueError, "loader yielded no batch: there is nothing to count"),
+    (lambda: losses.focal_loss("x", torch.zeros(1, dtype=torch.long)), ValueError,
+     "logits must be a 2-D tensor [batch, classes], got str"),
+    (lambda: losses.focal_loss(torch.zeros(3), torch.zeros(3, dtype=torch.long)), ValueError,
+     "logits must be a 2-D tensor [batch, classes], got torch.Size([3])"),
+    (lambda: losses.focal_loss(torch.zeros(2, 3), [0, 1]), ValueError, "target must be a 1-D int64 tensor of class ids, got list"),
+    (lambda: losses.focal_loss(torch.zeros(2, 3), torch.zeros(2)), ValueError,
+     "target must be a 1-D int64 tensor of class ids, got torch.Size([2]) torch.float32"),
+    (lambda: losses.focal_loss(torch.zeros(2, 3), torch.zeros(3, dtype=torch.long)), ValueError,
+     "target has 3 entries but logits has 2 rows"),
+    (lambda: losses.focal_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), gamma=True), ValueError,
+     "gamma must be a number >= 0, got True"),
+    (lambda: losses.focal_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), alpha=[-1, 1, 1]), ValueError,
+     "alpha must be None or 3 non-negative per-class weights, got [-1, 1, 1]"),
     (lambda: metrics.confusion_matrix([0], [0], 0), ValueError, "num_classes must be at least 1, got 0"),
     (lambda: metrics.confusion_matrix([2], [0], 2), ValueError, "y_true holds class 2, but num_classes is 2"),
     (lambda: metrics.confusion_matrix([0], [2], 2), ValueError, "y_pred holds class 2, but num_classes is 2"),
@@ -266,3 +281,19 @@ def test_bad_input_message_in_full(call, error, message):
     with pytest.raises(error) as caught:
         call()
     assert str(caught.value) == message
+
+
+def test_focal_loss_alpha_keeps_the_logits_dtype_and_allows_a_zero_weight():
+    import warnings
+
+    logits, target = torch.tensor([[2.0, 0.0], [0.0, 0.0]]), torch.tensor([0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no implicit-dimension warning from the softmax
+        loss = losses.focal_loss(logits, target, alpha=np.array([0.0, 0.75]), reduction="none")
+    assert loss.dtype == torch.float32 and loss[0].item() == 0.0 and loss[1].item() > 0  # class 0 weighted out
+
+
+@pytest.mark.cuda
+def test_focal_loss_alpha_on_the_logits_device():
+    logits, target = torch.zeros(2, 3, device="cuda"), torch.tensor([0, 2], device="cuda")
+    assert losses.focal_loss(logits, target, alpha=[1.0, 1.0, 2.0]).device.type == "cuda"

@@ -1,0 +1,31 @@
+"""tools/mutants.py: the listed equivalent mutants still exist in the code, and a survivor's diff is matched by its change."""
+import tomllib
+
+from conftest import ROOT
+
+from tools import mutants
+
+
+def test_every_listed_mutant_names_code_that_exists():
+    listed = mutants.equivalent_changes()
+    assert len(listed) >= 4
+    for module, before, after in listed:
+        assert module in mutants.MODULES, module
+        assert before in (ROOT / "helpers" / f"{module}.py").read_text(), f"{module}: `{before}` is no longer in the code"
+        assert before != after
+
+
+def test_a_survivor_is_excused_only_by_its_own_change():
+    listed = [("imbalance", "replace=False", "replace=None")]
+    diff = ["-    keep = rng.choice(x, replace=False)", "+    keep = rng.choice(x, replace=None)"]
+    assert mutants.is_equivalent("imbalance", diff, listed)
+    assert not mutants.is_equivalent("samplers", diff, listed)  # the same change in another module
+    assert not mutants.is_equivalent("imbalance", ["-    keep = rng.choice(x, replace=False)", "+    keep = None"], listed)
+
+
+def test_the_config_mutates_only_the_chosen_modules_with_their_tests():
+    config = tomllib.loads(mutants.mutmut_config(["samplers", "imbalance"]))["tool"]["mutmut"]
+    assert config["only_mutate"] == ["helpers/samplers.py", "helpers/imbalance.py"]
+    assert config["pytest_add_cli_args_test_selection"] == ["tests/test_imbalance.py", "tests/test_samplers.py"]
+    assert all((ROOT / test).is_file() for tests in mutants.MODULES.values() for test in tests)
+    assert all((ROOT / "helpers" / f"{module}.py").is_file() for module in mutants.MODULES)
