@@ -99,7 +99,7 @@ class DistributedWeightedSampler(Sampler[int]):
         """Efraimidis-Spirakis order (smallest Exp(1)/w keys first) as a (num_replicas, samples_per_rank) table: row r is rank r's part."""
         exponentials = torch.from_numpy(self._stream(0).standard_exponential(len(self.weights)))  # seeded by (seed, epoch), as with replacement
         keys = exponentials / (self.weights.cpu() / self._largest)
-        order = torch.topk(keys, self.total_size, largest=False, sorted=True).indices
+        order = torch.topk(keys, self.total_size, largest=False).indices  # sorted: smallest key first
         return order.view(self.samples_per_rank, self.num_replicas).T
 
     def global_indices(self) -> torch.Tensor:

@@ -268,6 +268,7 @@ def test_scores_by_hand():
     (lambda: metrics.accuracy([], []), ValueError, "y_true and y_pred must be non-empty and of equal length, got 0 and 0"),
     (lambda: metrics.accuracy([0], [0, 1]), ValueError, "y_true and y_pred must be non-empty and of equal length, got 1 and 2"),
     (lambda: metrics.scores([2], [0], 2), ValueError, "y_true holds class 2, but num_classes is 2"),
+    (lambda: metrics.scores([0.5], [0], 2), TypeError, "y_true must hold integer class ids, got dtype float64"),
     (lambda: metrics.scores([], [], 2), ValueError, "y_true is empty: there is nothing to score"),
     (lambda: metrics.scores([0], [0], 2, minority=-1), ValueError, "minority must be at least 0, got -1"),
     (lambda: metrics.scores([0], [0], 2, minority=2), ValueError, "minority must be a class id below num_classes=2, got 2"),

@@ -29,3 +29,11 @@ def test_the_config_mutates_only_the_chosen_modules_with_their_tests():
     assert config["pytest_add_cli_args_test_selection"] == ["tests/test_imbalance.py", "tests/test_samplers.py"]
     assert all((ROOT / test).is_file() for tests in mutants.MODULES.values() for test in tests)
     assert all((ROOT / "helpers" / f"{module}.py").is_file() for module in mutants.MODULES)
+
+
+def test_results_of_functions_and_methods_are_read():
+    listing = ("    helpers.samplers.x_draw__mutmut_1: killed\n"
+               "    helpers.samplers.x\u01c1DistributedWeightedSampler\u01c1__iter____mutmut_12: survived\n"
+               "    helpers.streaming.x\u01c1ShardedStream\u01c1__init____mutmut_2: no tests\n")
+    assert [(module, status) for _, module, status in mutants.RESULT.findall(listing)] == [
+        ("samplers", "killed"), ("samplers", "survived"), ("streaming", "no tests")]

@@ -334,3 +334,22 @@ def test_each_rank_holds_its_share_of_the_reference_draw(replacement, seed, epoc
     else:
         assert got == [expected[0::3], expected[1::3], expected[2::3]]
         assert sorted(sum(got, [])) == list(range(12))  # the ranks are disjoint and together draw every index once
+
+
+def test_a_new_sampler_draws_epoch_0_and_every_iteration_is_the_whole_epoch():
+    weights = [1.0, 2.0, 3.0, 4.0]
+    sampler = DistributedWeightedSampler(weights, num_samples=6)
+    assert sampler.epoch == 0 and list(sampler) == reference_draw(weights, 6, 0, 0, True) == list(sampler)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: DistributedWeightedSampler([1.0, 1.0], drop_last="yes"), TypeError, "drop_last must be True or False, got 'yes'"),
+    (lambda: DistributedWeightedSampler([1.0, 1.0, 1.0], num_replicas=4, rank=0, drop_last=True), ValueError,
+     "num_samples=3 with drop_last=True leaves no sample for 4 ranks"),
+    (lambda: DistributedWeightedSampler([1.0, 1.0]).set_epoch(-1), ValueError, "epoch must be at least 0, got -1"),
+    (lambda: DistributedWeightedSampler([1.0, 1.0]).load_state_dict(5), TypeError, "state must be a dict from state_dict(), got int"),
+])
+def test_bad_input_message_in_full(call, error, message):
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value) == message

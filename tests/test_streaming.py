@@ -2,7 +2,9 @@
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 import webdataset as wds
 from torch.utils.data import DataLoader
 
@@ -117,3 +119,32 @@ def test_nothing_is_opened_in_init(shards, monkeypatch):
 def test_bad_arguments_name_the_argument_and_value(shards, make, error, words):
     with pytest.raises(error, match=words):
         make(shards)
+
+
+def test_written_samples_by_hand(tmp_path):
+    """The inputs are the seed's float32 normals, the label says whether their sum is positive (computed here)."""
+    paths = write_shards(tmp_path / "a" / "b", num_samples=3, samples_per_shard=2, num_features=1)  # nested: created
+    normals = np.random.default_rng(0).standard_normal((3, 1), dtype=np.float32)
+    samples = [sample for path in paths for sample in read_shard(path)]
+    assert [s["input"].dtype for s in samples] == [torch.float32] * 3
+    assert [s["input"].tolist() for s in samples] == normals.tolist()
+    assert [s["label"] for s in samples] == [int(row.sum() > 0) for row in normals]
+    again = write_shards(tmp_path / "c", num_samples=3, samples_per_shard=2, num_features=1, seed=0)
+    assert [s["input"].tolist() for path in again for s in read_shard(path)] == normals.tolist()  # seed 0 is the default
+    assert len(list(read_shard(paths[0], limit=1))) == 1 and list(read_shard(paths[0], limit=0)) == []
+    assert shard_assignment(3, 1, 0) == {(0, 0): [0, 1, 2]}  # one rank, the main process reads all
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda tmp: write_shards(3, 1, 1), TypeError, "folder must be a path, got 3 of type int"),
+    (lambda tmp: write_shards(tmp, 1, 1, num_features=0), ValueError, "num_features must be at least 1, got 0"),
+    (lambda tmp: write_shards(tmp, 1, 1, seed=-1), ValueError, "seed must be at least 0, got -1"),
+    (lambda tmp: shard_assignment(3, 0, 1), ValueError, "world_size must be at least 1, got 0"),
+    (lambda tmp: ShardedStream(str(tmp), rank=0, world_size=1), TypeError,
+     f"shards must be a list of shard file paths, got {str(Path('TMP'))!r} of type str"),
+    (lambda tmp: ShardedStream([3], rank=0, world_size=1), TypeError, "shards must hold paths, got 3 of type int"),
+])
+def test_bad_arguments_message_in_full(tmp_path, call, error, message):
+    with pytest.raises(error) as caught:
+        call(tmp_path)
+    assert str(caught.value) == message.replace(repr(str(Path("TMP"))), repr(str(tmp_path)))

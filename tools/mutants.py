@@ -33,14 +33,15 @@ MODULES: dict[str, tuple[str, ...]] = {
     "losses": ("tests/test_imbalance.py",),
     "metrics": ("tests/test_imbalance.py",),
     "samplers": ("tests/test_samplers.py",),
-    "streaming": ("tests/test_streaming.py",),
+    "streaming": ("tests/test_streaming.py", "tests/test_streaming_demos.py"),
     "loading": ("tests/test_loading.py", "tests/test_loading_bench.py"),
 }
 CAUGHT = ("killed", "timeout", "segfault", "caught by type check")  # a test failed, hung or crashed on the mutant
 # In CONTRIBUTING.md: "- `module`: `original` -> `mutated`: why no test can tell them apart" (by the change, not by
 # mutmut's numbering, which shifts whenever the module changes).
 EQUIVALENT = re.compile(r"^- `(\w+)`: `(.+?)` -> `(.+?)`: (.+)$", re.MULTILINE)
-RESULT = re.compile(r"^\s*(helpers\.(\w+)\.x_\w+__mutmut_\d+): (.+)$", re.MULTILINE)
+# `mutmut results --all true`: "helpers.samplers.x_name__mutmut_3: killed", a method "helpers.samplers.xǁClassǁname__mutmut_3: ..."
+RESULT = re.compile(r"^\s*(helpers\.(\w+)\.x\S+?__mutmut_\d+): (.+)$", re.MULTILINE)
 
 
 def equivalent_changes(contributing: Path = ROOT / "CONTRIBUTING.md") -> list[tuple[str, str, str]]:
