@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from conftest import ROOT
 from torch.utils.data import DataLoader, Dataset
 
+from helpers import loading
 from helpers.loading import (
     LESSON_SWEEPS,
     LoaderBenchmark,
@@ -342,6 +343,28 @@ def test_recorded_references_hold_the_lessons_settings():
         assert reference.sweeps[kind].settings == json.loads(json.dumps({"kind": kind, **spec}))
         assert [row.value for row in reference.sweeps[kind].rows] == list(spec["values"])
     assert reference.sweeps["cpu"].ceiling >= 0.85 * reference.usable_cores  # recorded on a quiet machine
+
+
+@pytest.mark.parametrize("kind", ["cpu", "io"])
+def test_lesson_sweep_passes_its_settings_through(kind, monkeypatch):
+    """What reaches the sweep is the lesson's setting, written out here: a changed or dropped argument fails."""
+    written = {"cpu": ((0, 1, 2, 4, 8), 3, 16, 16, {"cpu_ms": 1.0, "io_ms": 0.0}),
+               "io": ((0, 2, 4, 8, 16), 2, 24, 8, {"cpu_ms": 0.0, "io_ms": 5.0})}[kind]
+    seen = {}
+
+    def fake_sweep(dataset, **kwargs):
+        seen.update(kwargs, dataset=dataset)
+        return loading.LoaderSweep("num_workers", (), kwargs["title"], (1.5,), kwargs["ceiling_processes"])
+
+    monkeypatch.setattr(loading, "sweep_loader", fake_sweep)
+    sweep = lesson_sweep(kind, ceiling_processes=2, progress=False)
+    values, repeats, num_batches, batch_size, costs = written
+    assert (seen["values"], seen["repeats"], seen["num_batches"], seen["batch_size"]) == (values, repeats, num_batches, batch_size)
+    assert seen["warmup_batches"] is None and seen["progress"] is False and seen["ceiling_processes"] == 2
+    assert len(seen["dataset"]) == 4096 and seen["title"] == sweep.title == LESSON_SWEEPS[kind]["title"]
+    assert {"cpu_ms": seen["dataset"].cpu_ms, "io_ms": seen["dataset"].io_ms} == costs
+    assert sweep.ceilings == (1.5,) and sweep.ceiling_processes == 2 and sweep.param == "num_workers"
+    assert sweep.settings == json.loads(json.dumps({"kind": kind, **LESSON_SWEEPS[kind]}))
 
 
 def test_lesson_sweep_rejects_an_unknown_kind():
