@@ -148,3 +148,30 @@ def test_bad_arguments_message_in_full(tmp_path, call, error, message):
     with pytest.raises(error) as caught:
         call(tmp_path)
     assert str(caught.value) == message.replace(repr(str(Path("TMP"))), repr(str(tmp_path)))
+
+
+def keys(first: int, stop: int) -> list[str]:
+    """The sample keys first..stop-1 as write_shards names them."""
+    return [f"{index:08d}" for index in range(first, stop)]
+
+
+@pytest.mark.parametrize("equal_steps, expected", [
+    # 45 samples in shards of 10 (the last 5): rank 0 reads shards 0, 2, 4 (worker 0: 0 and 4, worker 1: 2), rank 1
+    # reads 1 and 3 (one each). Equal steps: rank 1 holds 20 samples, so rank 0 stops after 20 (shard 4 is left out).
+    (False, {(0, 0): keys(0, 10) + keys(40, 45), (0, 1): keys(20, 30), (1, 0): keys(10, 20), (1, 1): keys(30, 40)}),
+    (True, {(0, 0): keys(0, 10), (0, 1): keys(20, 30), (1, 0): keys(10, 20), (1, 1): keys(30, 40)}),
+])
+def test_each_worker_reads_its_own_shards_by_hand(shards, monkeypatch, equal_steps, expected):
+    """In this process, as each worker would (get_worker_info faked), so that the split itself is what is tested."""
+    class Info:
+        num_workers = 2
+
+        def __init__(self, worker):
+            self.id = worker
+
+    for (rank, worker), wanted in expected.items():
+        monkeypatch.setattr(streaming, "get_worker_info", lambda: Info(worker))
+        stream = ShardedStream(shards, rank=rank, world_size=2, equal_steps=equal_steps)
+        assert [sample["key"] for sample in stream] == wanted, (rank, worker)
+    monkeypatch.setattr(streaming, "get_worker_info", lambda: None)  # no workers: the main process reads all of its rank's
+    assert [s["key"] for s in ShardedStream(shards, rank=0, world_size=2)] == keys(0, 10) + keys(20, 30) + keys(40, 45)
