@@ -1,4 +1,5 @@
 """helpers.loading: the benchmark excludes warm-up, sweeps give one row per value, the step timer splits wait from compute."""
+import inspect
 import json
 import time
 
@@ -144,6 +145,65 @@ def test_sweep_has_one_row_per_value_in_order():
     assert all(row.samples_per_s > 0 and row.first_batch_s > 0 for row in sweep.rows)
     text = str(sweep).splitlines()
     assert len(text) == 4 and "samples/s" in text[0] and "median" in text[1] and "ceiling" not in str(sweep)
+
+
+class ProgressBar:
+    """Stands in for tqdm: records how the sweep set up its progress bar and how far it went."""
+
+    made: list["ProgressBar"] = []
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.n = kwargs, 0
+        ProgressBar.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, steps=1):
+        self.n += steps
+
+
+@pytest.mark.parametrize("ceiling_processes, warmup_batches, progress", [(0, None, True), (3, 0, False)])
+def test_sweep_progress_warm_up_and_settings_by_hand(monkeypatch, ceiling_processes, warmup_batches, progress):
+    """2 values x 2 rounds (+ a ceiling per round): the bar's total, each run's warm-up, and the settings recorded."""
+    import tqdm.auto
+
+    runs, ceilings = [], []
+    monkeypatch.setattr(tqdm.auto, "tqdm", ProgressBar)
+    ProgressBar.made.clear()
+
+    def fake_benchmark(loader, num_batches, warmup_batches):
+        runs.append((loader.num_workers, num_batches, warmup_batches))
+        return loading.LoaderBenchmark(100.0, 0.1, (0.01,), 1, 4)
+
+    def fake_bracketed(measure, processes):
+        ceilings.append(processes)
+        return measure(), 1.5
+
+    monkeypatch.setattr(loading, "benchmark_loader", fake_benchmark)
+    monkeypatch.setattr(loading, "bracketed", fake_bracketed)
+    sweep = sweep_loader(InMemoryDataset(64), values=[0, 2], repeats=2, num_batches=5, warmup_batches=warmup_batches,
+                         progress=progress, ceiling_processes=ceiling_processes, batch_size=4, prefetch_factor=None)
+    (bar,) = ProgressBar.made
+    total = 2 * 2 + (2 if ceiling_processes else 0)
+    assert bar.kwargs == {"total": total, "desc": "num_workers sweep", "disable": not progress, "leave": False, "mininterval": 1.0}
+    assert bar.n == total
+    burst = [1, 2 * 2] if warmup_batches is None else [0, 0]  # warmup_for: 1 without workers, prefetch_factor 2 x workers
+    assert sorted(runs) == sorted([(0, 5, burst[0]), (2, 5, burst[1])] * 2)
+    assert ceilings == [ceiling_processes] * 2 if ceiling_processes else ceilings == []
+    assert sweep.ceilings == ((1.5, 1.5) if ceiling_processes else ())
+    assert sweep.settings == {"dataset": repr(InMemoryDataset(64)), "values": [0, 2], "repeats": 2, "num_batches": 5,
+                              "warmup_batches": "prefetch burst" if warmup_batches is None else 0, "batch_size": 4,
+                              "prefetch_factor": None}
+
+
+def test_sweep_defaults():
+    defaults = {name: p.default for name, p in inspect.signature(sweep_loader).parameters.items() if p.default is not p.empty}
+    assert defaults == {"param": "num_workers", "values": (0, 1, 2, 4), "repeats": 3, "num_batches": None,
+                        "warmup_batches": 1, "progress": True, "title": "", "ceiling_processes": 0}
 
 
 def test_sweep_over_batch_size_passes_the_value_on():
