@@ -430,3 +430,31 @@ def test_lesson_sweep_passes_its_settings_through(kind, monkeypatch):
 def test_lesson_sweep_rejects_an_unknown_kind():
     with pytest.raises(ValueError, match="kind must be one of"):
         lesson_sweep("gpu")
+
+
+def hand_sweep() -> LoaderSweep:
+    """Two values, three rounds: medians 110 and 240 samples/s, paired ratios 2.00, 2.17, 2.18 (median 2.17)."""
+    run = lambda rate, first: loading.LoaderBenchmark(rate, first, (), 0, 0)  # noqa: E731
+    rows = (loading.SweepRow(0, (run(100.0, 0.01), run(120.0, 0.02), run(110.0, 0.03))),
+            loading.SweepRow(2, (run(200.0, 0.5), run(260.0, 0.4), run(240.0, 0.6))))
+    return LoaderSweep("num_workers", rows, "t", (1.8, 1.6, 1.9), 2, {"repeats": 3})
+
+
+def test_sweep_table_by_hand():
+    assert str(hand_sweep()).splitlines() == [
+        " num_workers |   samples/s |           min-max |   x num_workers=0 | first batch",
+        "             |    (median) |       (of rounds) |  (median, paired) |",
+        "           0 |         110 |           100-120 |             1.00x | 20 ms",
+        "           2 |         240 |           200-260 |             2.17x | 500 ms",
+        "ceiling: 2 plain processes ran 1.80x faster than one (median of the rounds: 1.80x, 1.60x, 1.90x)"]
+
+
+def test_sweep_round_trips_through_its_dict_by_hand():
+    sweep = hand_sweep()
+    data = json.loads(json.dumps(sweep.to_dict()))
+    assert data == {"param": "num_workers", "title": "t", "ceilings": [1.8, 1.6, 1.9], "ceiling_processes": 2,
+                    "settings": {"repeats": 3},
+                    "rows": [{"value": 0, "samples_per_s": [100.0, 120.0, 110.0], "first_batch_s": [0.01, 0.02, 0.03]},
+                             {"value": 2, "samples_per_s": [200.0, 260.0, 240.0], "first_batch_s": [0.5, 0.4, 0.6]}]}
+    again = LoaderSweep.from_dict(data)
+    assert again == sweep and again.settings == {"repeats": 3} and str(again) == str(sweep)
