@@ -458,3 +458,35 @@ def test_sweep_round_trips_through_its_dict_by_hand():
                              {"value": 2, "samples_per_s": [200.0, 260.0, 240.0], "first_batch_s": [0.5, 0.4, 0.6]}]}
     again = LoaderSweep.from_dict(data)
     assert again == sweep and again.settings == {"repeats": 3} and str(again) == str(sweep)
+
+
+def bars(ax) -> tuple[list, list, list]:
+    """The first error-bar plot on `ax`: its points' x and y, and each bar's (low, high)."""
+    container = ax.containers[0]
+    line = container.lines[0]
+    spans = [tuple(round(float(y), 4) for _, y in segment) for segment in container.lines[2][0].get_segments()]
+    return list(line.get_xdata()), [round(float(y), 4) for y in line.get_ydata()], spans
+
+
+def test_sweep_plot_by_hand():
+    import matplotlib.pyplot as plt
+
+    ax = hand_sweep().plot(Figure().subplots(), label="mine")
+    assert bars(ax) == ([0, 2], [110.0, 240.0], [(100.0, 120.0), (200.0, 260.0)])
+    line, caps, _ = ax.containers[0].lines
+    assert line.get_marker() == "o" and len(caps) == 2 and caps[0].get_markersize() == 6  # capsize 3: caps 6 points wide
+    assert ax.get_ylim() == pytest.approx((0, 286.0)) and ax.get_title() == "t" and ax.get_xlabel() == "num_workers"
+    assert ax.get_ylabel() == "samples/s (median of rounds; bars: min-max)" and ax.containers[0].get_label() == "mine"
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["mine"]
+    untitled = LoaderSweep("num_workers", hand_sweep().rows).plot(Figure().subplots())
+    assert untitled.containers[0].get_label().startswith("_") and untitled.get_legend() is None
+    assert hand_sweep().plot().containers[0].get_label() == "t"  # no label given: the title; no axes: new ones
+    plt.close("all")
+
+
+def test_sweep_speedup_plot_by_hand():
+    ax = hand_sweep().plot_speedup(Figure().subplots(), color="red")
+    x, y, spans = bars(ax)
+    assert (x, y) == ([0, 2], [1.0, round(260 / 120, 4)]) and spans == [(1.0, 1.0), (2.0, round(240 / 110, 4))]
+    assert ax.get_ylabel() == "speed-up over num_workers=0 (x)" and ax.containers[0].lines[0].get_color() == "red"
+    assert ax.get_xlabel() == "num_workers" and ax.containers[0].get_label() == "t"
