@@ -1,4 +1,5 @@
 """helpers.streaming: tar shards split over ranks x workers read each sample once; the unsharded control duplicates."""
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -175,3 +176,54 @@ def test_each_worker_reads_its_own_shards_by_hand(shards, monkeypatch, equal_ste
         assert [sample["key"] for sample in stream] == wanted, (rank, worker)
     monkeypatch.setattr(streaming, "get_worker_info", lambda: None)  # no workers: the main process reads all of its rank's
     assert [s["key"] for s in ShardedStream(shards, rank=0, world_size=2)] == keys(0, 10) + keys(20, 30) + keys(40, 45)
+
+
+def test_small_files_and_the_demo_datasets_by_hand(tmp_path, shards):
+    import h5py
+
+    paths = streaming.write_small_files(tmp_path / "files" / "nested", num_samples=2, num_features=1)
+    normals = np.random.default_rng(0).standard_normal((2, 1), dtype=np.float32)
+    assert [np.load(path).tolist() for path in paths] == normals.tolist()
+    assert [path.name for path in paths] == ["00000000.npy", "00000001.npy"]
+    assert streaming.read_samples(paths) == 2 and streaming.read_samples(shards[:2]) == 20
+    with h5py.File(tmp_path / "rows.h5", "w") as file:
+        file["inputs"] = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lazy = streaming.H5Samples(tmp_path / "rows.h5", open_in_init=False)
+    assert len(lazy) == 3 and lazy.opened_by == [] and lazy.file is None  # nothing opened until the first item
+    items = [lazy[i] for i in range(3)]
+    assert [item["input"].tolist() for item in items] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    assert lazy.opened_by == [os.getpid()] and [item["opens"] for item in items] == [1, 1, 1]  # opened once, here
+    eager = streaming.H5Samples(str(tmp_path / "rows.h5"), open_in_init=True)
+    assert eager.opened_by == [os.getpid()] and eager.file.mode == "r"
+    lazy.file.close(), eager.file.close()
+    free = streaming.LabelCostDataset([0, 1, 1], [0.0, 0.0])  # a zero cost is a cost
+    assert len(free) == 3 and [free[i] for i in range(3)] == [0, 1, 1] and len(streaming.LabelCostDataset([], [1.0])) == 0
+    seekable = streaming.SeekableCountedStream(5)
+    assert next(iter(seekable)) == 0 and seekable.state_dict() == {"position": 1}
+    seekable.load_state_dict({"position": 3})
+    assert list(seekable) == [3, 4] and list(seekable) == [0, 1, 2, 3, 4]  # the resume applies to one iteration
+    plain = streaming.CountedStream(3)
+    assert list(plain) == [0, 1, 2] == list(plain) and plain.reads == 6
+    alone = ShardedStream(shards)  # no process group: one rank, rank 0
+    assert (alone.world_size, alone.rank) == (1, 0) and ShardedStream(shards[:2], rank=1, world_size=2, equal_steps=True).rank == 1
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda tmp: streaming.write_small_files(3, 1), TypeError, "folder must be a path, got 3 of type int"),
+    (lambda tmp: streaming.write_small_files(tmp, 0), ValueError, "num_samples must be at least 1, got 0"),
+    (lambda tmp: streaming.write_small_files(tmp, 1, seed=-1), ValueError, "seed must be at least 0, got -1"),
+    (lambda tmp: streaming.write_small_files(tmp, 1, num_features=0), ValueError, "num_features must be at least 1, got 0"),
+    (lambda tmp: streaming.read_samples(streaming.write_small_files(tmp, 1), open_delay_s=True), ValueError,
+     "open_delay_s must be a number of seconds >= 0, got True"),
+    (lambda tmp: streaming.H5Samples(tmp, open_in_init=1), TypeError, "open_in_init must be True or False, got 1"),
+    (lambda tmp: streaming.H5Samples(3, open_in_init=False), ValueError, "path must name an existing HDF5 file, got 3"),
+    (lambda tmp: streaming.LabelCostDataset([-1], [1.0]), ValueError, "labels must be at least 0, got -1"),
+    (lambda tmp: streaming.LabelCostDataset([0], [-1.0]), ValueError, "ms_per_label must give a cost >= 0 for every label, got [-1.0]"),
+    (lambda tmp: streaming.LabelCostDataset([1], [1.0]), ValueError, "ms_per_label must give a cost >= 0 for every label, got [1.0]"),
+    (lambda tmp: streaming.SeekableCountedStream(3).load_state_dict({"position": -1}), ValueError,
+     "state['position'] must be at least 0, got -1"),
+])
+def test_demo_bad_arguments_message_in_full(tmp_path, call, error, message):
+    with pytest.raises(error) as caught:
+        call(tmp_path)
+    assert str(caught.value) == message
