@@ -255,7 +255,7 @@ class LoaderSweep:
         if self.title:
             ax.set_title(self.title)
         if label:
-            ax.legend(loc="best")
+            ax.legend()
         return ax
 
     def plot_speedup(self, ax: Any = None, label: str | None = None, **style: Any) -> Any:

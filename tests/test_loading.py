@@ -2,6 +2,7 @@
 import inspect
 import json
 import time
+import warnings
 
 import numpy as np
 import psutil
@@ -166,8 +167,13 @@ class ProgressBar:
         self.n += steps
 
 
-@pytest.mark.parametrize("ceiling_processes, warmup_batches, progress", [(0, None, True), (3, 0, False)])
-def test_sweep_progress_warm_up_and_settings_by_hand(monkeypatch, ceiling_processes, warmup_batches, progress):
+@pytest.mark.parametrize("ceiling_processes, warmup_batches, progress, prefetch_factor, values, burst", [
+    (0, None, True, None, [0, 2], [1, 4]),  # the prefetch burst: 1 batch without workers, 2 per worker by default
+    (3, 0, False, None, [0, 2], [0, 0]),
+    (0, None, True, 4, [1, 2], [4, 8]),  # prefetch_factor 4: 4 per worker
+])
+def test_sweep_progress_warm_up_and_settings_by_hand(monkeypatch, ceiling_processes, warmup_batches, progress, prefetch_factor,
+                                                     values, burst):
     """2 values x 2 rounds (+ a ceiling per round): the bar's total, each run's warm-up, and the settings recorded."""
     import tqdm.auto
 
@@ -185,19 +191,35 @@ def test_sweep_progress_warm_up_and_settings_by_hand(monkeypatch, ceiling_proces
 
     monkeypatch.setattr(loading, "benchmark_loader", fake_benchmark)
     monkeypatch.setattr(loading, "bracketed", fake_bracketed)
-    sweep = sweep_loader(InMemoryDataset(64), values=[0, 2], repeats=2, num_batches=5, warmup_batches=warmup_batches,
-                         progress=progress, ceiling_processes=ceiling_processes, batch_size=4, prefetch_factor=None)
+    sweep = sweep_loader(InMemoryDataset(64), values=values, repeats=2, num_batches=5, warmup_batches=warmup_batches,
+                         progress=progress, ceiling_processes=ceiling_processes, batch_size=4, prefetch_factor=prefetch_factor)
     (bar,) = ProgressBar.made
     total = 2 * 2 + (2 if ceiling_processes else 0)
     assert bar.kwargs == {"total": total, "desc": "num_workers sweep", "disable": not progress, "leave": False, "mininterval": 1.0}
     assert bar.n == total
-    burst = [1, 2 * 2] if warmup_batches is None else [0, 0]  # warmup_for: 1 without workers, prefetch_factor 2 x workers
-    assert sorted(runs) == sorted([(0, 5, burst[0]), (2, 5, burst[1])] * 2)
+    assert sorted(runs) == sorted([(values[0], 5, burst[0]), (values[1], 5, burst[1])] * 2)
     assert ceilings == [ceiling_processes] * 2 if ceiling_processes else ceilings == []
     assert sweep.ceilings == ((1.5, 1.5) if ceiling_processes else ())
-    assert sweep.settings == {"dataset": repr(InMemoryDataset(64)), "values": [0, 2], "repeats": 2, "num_batches": 5,
+    assert sweep.settings == {"dataset": repr(InMemoryDataset(64)), "values": values, "repeats": 2, "num_batches": 5,
                               "warmup_batches": "prefetch burst" if warmup_batches is None else 0, "batch_size": 4,
-                              "prefetch_factor": None}
+                              "prefetch_factor": prefetch_factor}
+
+
+def test_sweep_defaults_as_called(monkeypatch):
+    """Called with the dataset alone: values 0, 1, 2, 4 in 3 rounds, 1 warm-up batch, a progress bar, no title or ceiling."""
+    import tqdm.auto
+
+    runs = []
+    monkeypatch.setattr(tqdm.auto, "tqdm", ProgressBar)
+    ProgressBar.made.clear()
+    monkeypatch.setattr(loading, "benchmark_loader", lambda loader, num_batches, warmup_batches: runs.append(
+        (loader.num_workers, num_batches, warmup_batches)) or loading.LoaderBenchmark(100.0, 0.1, (0.01,), 1, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 4 workers on a machine with fewer cores: DataLoader warns when it is built
+        sweep = sweep_loader(InMemoryDataset(64))
+    assert sorted(runs) == sorted([(workers, None, 1) for workers in (0, 1, 2, 4)] * 3)
+    assert ProgressBar.made[0].kwargs["disable"] is False and sweep.title == "" and sweep.ceilings == ()
+    assert sweep.param == "num_workers" and sweep.settings["warmup_batches"] == 1
 
 
 def test_sweep_defaults():
@@ -257,9 +279,14 @@ def test_step_timer_splits_data_wait_from_compute():
 
 def test_data_fraction_leaves_out_the_first_step_by_hand():
     timer = StepTimer()
-    timer.data_wait_s, timer.compute_s = [10.0, 1.0, 1.0], [1.0, 3.0, 3.0]
-    assert timer.data_fraction() == pytest.approx(2 / 8) and timer.data_fraction(skip_first=0) == pytest.approx(12 / 19)
-    assert timer.data_fraction(skip_first=2) == pytest.approx(1 / 4)
+    timer.data_wait_s, timer.compute_s = [10.0, 1.0, 3.0], [1.0, 3.0, 1.0]
+    assert timer.data_fraction() == pytest.approx(4 / 8) and timer.data_fraction(skip_first=0) == pytest.approx(14 / 19)
+    assert timer.data_fraction(skip_first=2) == pytest.approx(3 / 4)
+    assert str(timer) == "2 steps after the first: waiting for data 4.000 s (50%), computing 4.000 s; first step waited 10.000 s"
+    timer.data_wait_s, timer.compute_s = [10.0, 1.0], [1.0, 3.0]
+    assert str(timer).startswith("1 steps after the first: waiting for data 1.000 s (25%)")
+    timer.data_wait_s, timer.compute_s = [10.0], [1.0]
+    assert str(timer) == "StepTimer: 1 step(s) timed; run at least 2 (the first is start-up)"
 
 
 def test_data_fraction_of_a_loader_with_a_slow_start():
@@ -414,17 +441,30 @@ def test_lesson_sweep_passes_its_settings_through(kind, monkeypatch):
 
     def fake_sweep(dataset, **kwargs):
         seen.update(kwargs, dataset=dataset)
-        return loading.LoaderSweep("num_workers", (), kwargs["title"], (1.5,), kwargs["ceiling_processes"])
+        warnings.warn("This DataLoader will create 16 worker processes in total.", UserWarning)
+        warnings.warn("another warning", UserWarning)
+        return loading.LoaderSweep("num_workers", ROWS, kwargs["title"], (1.5,), kwargs["ceiling_processes"])
 
     monkeypatch.setattr(loading, "sweep_loader", fake_sweep)
-    sweep = lesson_sweep(kind, ceiling_processes=2, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sweep = lesson_sweep(kind, ceiling_processes=2, progress=False)
+    assert [str(w.message) for w in caught] == ["another warning"]  # the oversubscription warning alone is silenced
     values, repeats, num_batches, batch_size, costs = written
     assert (seen["values"], seen["repeats"], seen["num_batches"], seen["batch_size"]) == (values, repeats, num_batches, batch_size)
     assert seen["warmup_batches"] is None and seen["progress"] is False and seen["ceiling_processes"] == 2
     assert len(seen["dataset"]) == 4096 and seen["title"] == sweep.title == LESSON_SWEEPS[kind]["title"]
     assert {"cpu_ms": seen["dataset"].cpu_ms, "io_ms": seen["dataset"].io_ms} == costs
-    assert sweep.ceilings == (1.5,) and sweep.ceiling_processes == 2 and sweep.param == "num_workers"
+    assert sweep.ceilings == (1.5,) and sweep.ceiling_processes == 2 and sweep.param == "num_workers" and sweep.rows == ROWS
     assert sweep.settings == json.loads(json.dumps({"kind": kind, **LESSON_SWEEPS[kind]}))
+    seen.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fake's own warnings, seen above
+        lesson_sweep(kind)
+    assert seen["ceiling_processes"] == 0 and seen["progress"] is True  # the defaults
+
+
+ROWS = (loading.SweepRow(0, (loading.LoaderBenchmark(100.0, 0.1, (), 0, 0),)),)
 
 
 def test_lesson_sweep_rejects_an_unknown_kind():
@@ -490,3 +530,47 @@ def test_sweep_speedup_plot_by_hand():
     assert (x, y) == ([0, 2], [1.0, round(260 / 120, 4)]) and spans == [(1.0, 1.0), (2.0, round(240 / 110, 4))]
     assert ax.get_ylabel() == "speed-up over num_workers=0 (x)" and ax.containers[0].lines[0].get_color() == "red"
     assert ax.get_xlabel() == "num_workers" and ax.containers[0].get_label() == "t"
+
+
+def test_loader_helpers_by_hand():
+    assert str(loading.LoaderBenchmark(1234.5, 0.0421, (0.1,), 3, 48)) == (
+        "1,234 samples/s over 3 batches (48 samples) after warm-up; first batch after 42 ms")
+    assert benchmark_loader([torch.zeros(2)], warmup_batches=0).num_batches == 1  # one batch, no warm-up: enough
+    assert warmup_for(2, 1) == 2 and warmup_for(2) == 4 and warmup_for(0) == 1
+    ax = hand_sweep().plot_speedup()  # no axes given: new ones
+    line, caps, _ = ax.containers[0].lines
+    assert line.get_marker() == "o" and len(caps) == 2 and caps[0].get_markersize() == 6
+    minimal = LoaderSweep.from_dict({"param": "num_workers", "rows": [{"value": 0, "samples_per_s": [5.0], "first_batch_s": [1.0]}]})
+    assert (minimal.title, minimal.ceilings, minimal.ceiling_processes, minimal.settings) == ("", (), 0, {})
+    with pytest.raises(ValueError):  # one first-batch time short: refused, not silently cut
+        LoaderSweep.from_dict({"param": "p", "rows": [{"value": 0, "samples_per_s": [5.0, 6.0], "first_batch_s": [1.0]}]})
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: benchmark_loader([1], num_batches=0), ValueError, "num_batches must be at least 1, got 0"),
+    (lambda: benchmark_loader([1], warmup_batches=-1), ValueError, "warmup_batches must be at least 0, got -1"),
+    (lambda: benchmark_loader([torch.zeros(2)], warmup_batches=1), ValueError,
+     "loader yielded 1 batches, but warmup_batches=1 + at least 1 timed batch were asked for; lower them or give the loader more data"),
+    (lambda: warmup_for(-1), ValueError, "num_workers must be at least 0, got -1"),
+    (lambda: warmup_for(2, 0), ValueError, "prefetch_factor must be at least 1, got 0"),
+    (lambda: StepTimer("gpu0"), ValueError, "device must be a torch device such as 'cpu' or 'cuda:0', got 'gpu0'"),
+    (lambda: StepTimer().data_fraction(skip_first=-1), ValueError, "skip_first must be at least 0, got -1"),
+    (lambda: sweep_loader(InMemoryDataset(4), param="nope"), ValueError,
+     "param must be a DataLoader argument such as 'num_workers', got 'nope'"),
+    (lambda: sweep_loader(InMemoryDataset(4), param="dataset"), ValueError,
+     "param must be a DataLoader argument such as 'num_workers', got 'dataset'"),
+    (lambda: sweep_loader(InMemoryDataset(4), param="self"), ValueError,
+     "param must be a DataLoader argument such as 'num_workers', got 'self'"),
+    (lambda: sweep_loader(InMemoryDataset(4), values=[]), ValueError, "values must be a non-empty sequence of num_workers values, got []"),
+    (lambda: sweep_loader(InMemoryDataset(4), repeats=0), ValueError, "repeats must be at least 1, got 0"),
+    (lambda: sweep_loader(InMemoryDataset(4), warmup_batches=-1), ValueError, "warmup_batches must be at least 0, got -1"),
+    (lambda: sweep_loader(InMemoryDataset(4), ceiling_processes=-1), ValueError, "ceiling_processes must be at least 0, got -1"),
+    (lambda: lesson_sweep("gpu"), ValueError, "kind must be one of ['cpu', 'io'], got 'gpu'"),
+])
+def test_loading_bad_input_message_in_full(call, error, message):
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value) == message
