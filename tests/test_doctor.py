@@ -513,3 +513,34 @@ def test_binomial_cdf_against_hand_computed_values():
     assert lesson02.binomial_cdf(0, 5, 0.2) == pytest.approx(0.8 ** 5)
     assert lesson02.binomial_cdf(5, 5, 0.3) == pytest.approx(1.0)
     assert lesson02.binomial_cdf(3, 10, 0.0) == 1.0 and lesson02.binomial_cdf(3, 10, 1.0) == 0.0
+
+
+class SlowFirstItem(Dataset):
+    """Item 0 takes 1 s (a cold cache, a file opened on first use); every other item is instant."""
+
+    def __len__(self) -> int:
+        return 400
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if index == 0:
+            time.sleep(1.0)
+        return torch.zeros(2)
+
+
+def test_the_doctors_window_leaves_out_a_planted_slow_start():
+    """Steps of 20 ms on instant batches after a 1 s first one: counted, the start would be about half the waiting."""
+    diagnosis = run(DataLoader(SlowFirstItem(), batch_size=1), budget_s=6.0, step=lambda batch: time.sleep(0.02))
+    assert diagnosis.measurements["data_wait_share"] < 0.2 and diagnosis.measurements["wait_ms_median"] < 5, str(diagnosis)
+    assert "input-bound" not in diagnosis.codes, str(diagnosis)
+
+
+@pytest.mark.parametrize("rare, fires", [(820, True), (1230, False)])
+def test_unbalanced_batches_at_either_side_of_its_threshold(rare, fires):
+    """Two classes, 4,096 samples: the threshold is half an equal share, 25 %. 20 % is below it, 30 % above (sampling
+    noise over 4,096 draws is about 0.7 %), so the finding follows the threshold, not the 1.6 % of the planted fault."""
+    labels = np.zeros(4096, dtype=np.int64)
+    labels[:rare] = 1
+    loader = DataLoader(tensors(4096, labels=labels), batch_size=256, shuffle=True, generator=torch.Generator().manual_seed(0))
+    diagnosis = run(loader, budget_s=3.0)
+    assert ("unbalanced-batches" in diagnosis.codes) == fires, str(diagnosis)
+    assert diagnosis.measurements["rarest_class_share"] == pytest.approx(rare / 4096, abs=0.001)
