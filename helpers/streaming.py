@@ -31,7 +31,7 @@ def write_shards(
     num_features = as_int("num_features", num_features, minimum=1)
     rng = np.random.default_rng(as_int("seed", seed, minimum=0))
     inputs = rng.standard_normal((num_samples, num_features), dtype=np.float32)
-    labels = (inputs.sum(axis=1) > 0).astype(np.int64)
+    labels = inputs.sum(axis=1) > 0  # class 1: a positive sum
     Path(folder).mkdir(parents=True, exist_ok=True)
     num_shards = -(-num_samples // samples_per_shard)
     paths = [Path(folder) / f"shard-{number:05d}-of-{num_shards:05d}.tar" for number in range(num_shards)]
@@ -136,7 +136,7 @@ class ShardedStream(IterableDataset):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
-        worker, num_workers = (0, 0) if info is None else (info.id, info.num_workers)
+        worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)  # no workers: this process reads
         plan = shard_assignment(len(self.shards), self.world_size, num_workers)
         mine = plan[(self.rank, worker)]
         if not self.equal_steps:
@@ -250,7 +250,8 @@ class CountedStream(IterableDataset):
         return 0
 
     def __iter__(self) -> Iterator[int]:
-        start, self.position = self._start(), 0
+        start = self._start()
+        self.position = start  # a resumed iteration is at its start before it reads anything
         for item in range(start, self.num_items):
             time.sleep(self.ms_per_item / 1000)
             self.reads += 1

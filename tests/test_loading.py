@@ -476,7 +476,7 @@ def hand_sweep() -> LoaderSweep:
     """Two values, three rounds: medians 110 and 240 samples/s, paired ratios 2.00, 2.17, 2.18 (median 2.17)."""
     run = lambda rate, first: loading.LoaderBenchmark(rate, first, (), 0, 0)  # noqa: E731
     rows = (loading.SweepRow(0, (run(100.0, 0.01), run(120.0, 0.02), run(110.0, 0.03))),
-            loading.SweepRow(2, (run(200.0, 0.5), run(260.0, 0.4), run(240.0, 0.6))))
+            loading.SweepRow(2, (run(200.0, 2.0), run(260.0, 1.5), run(240.0, 2.5))))
     return LoaderSweep("num_workers", rows, "t", (1.8, 1.6, 1.9), 2, {"repeats": 3})
 
 
@@ -485,7 +485,7 @@ def test_sweep_table_by_hand():
         " num_workers |   samples/s |           min-max |   x num_workers=0 | first batch",
         "             |    (median) |       (of rounds) |  (median, paired) |",
         "           0 |         110 |           100-120 |             1.00x | 20 ms",
-        "           2 |         240 |           200-260 |             2.17x | 500 ms",
+        "           2 |         240 |           200-260 |             2.17x | 2,000 ms",
         "ceiling: 2 plain processes ran 1.80x faster than one (median of the rounds: 1.80x, 1.60x, 1.90x)"]
 
 
@@ -495,7 +495,7 @@ def test_sweep_round_trips_through_its_dict_by_hand():
     assert data == {"param": "num_workers", "title": "t", "ceilings": [1.8, 1.6, 1.9], "ceiling_processes": 2,
                     "settings": {"repeats": 3},
                     "rows": [{"value": 0, "samples_per_s": [100.0, 120.0, 110.0], "first_batch_s": [0.01, 0.02, 0.03]},
-                             {"value": 2, "samples_per_s": [200.0, 260.0, 240.0], "first_batch_s": [0.5, 0.4, 0.6]}]}
+                             {"value": 2, "samples_per_s": [200.0, 260.0, 240.0], "first_batch_s": [2.0, 1.5, 2.5]}]}
     again = LoaderSweep.from_dict(data)
     assert again == sweep and again.settings == {"repeats": 3} and str(again) == str(sweep)
 
@@ -533,8 +533,8 @@ def test_sweep_speedup_plot_by_hand():
 
 
 def test_loader_helpers_by_hand():
-    assert str(loading.LoaderBenchmark(1234.5, 0.0421, (0.1,), 3, 48)) == (
-        "1,234 samples/s over 3 batches (48 samples) after warm-up; first batch after 42 ms")
+    assert str(loading.LoaderBenchmark(1234.5, 2.0, (0.1,), 3, 48)) == (
+        "1,234 samples/s over 3 batches (48 samples) after warm-up; first batch after 2000 ms")
     assert benchmark_loader([torch.zeros(2)], warmup_batches=0).num_batches == 1  # one batch, no warm-up: enough
     assert warmup_for(2, 1) == 2 and warmup_for(2) == 4 and warmup_for(0) == 1
     ax = hand_sweep().plot_speedup()  # no axes given: new ones
@@ -566,6 +566,7 @@ def test_loader_helpers_by_hand():
      "param must be a DataLoader argument such as 'num_workers', got 'self'"),
     (lambda: sweep_loader(InMemoryDataset(4), values=[]), ValueError, "values must be a non-empty sequence of num_workers values, got []"),
     (lambda: sweep_loader(InMemoryDataset(4), repeats=0), ValueError, "repeats must be at least 1, got 0"),
+    (lambda: sweep_loader(InMemoryDataset(4), bogus=1), TypeError, "loader_kwargs has names DataLoader does not take: ['bogus']"),
     (lambda: sweep_loader(InMemoryDataset(4), warmup_batches=-1), ValueError, "warmup_batches must be at least 0, got -1"),
     (lambda: sweep_loader(InMemoryDataset(4), ceiling_processes=-1), ValueError, "ceiling_processes must be at least 0, got -1"),
     (lambda: lesson_sweep("gpu"), ValueError, "kind must be one of ['cpu', 'io'], got 'gpu'"),
@@ -574,3 +575,9 @@ def test_loading_bad_input_message_in_full(call, error, message):
     with pytest.raises(error) as caught:
         call()
     assert str(caught.value) == message
+
+
+def test_sweep_checks_its_arguments_before_measuring(monkeypatch):
+    monkeypatch.setattr(loading, "benchmark_loader", lambda *args, **kwargs: pytest.fail("measured before the arguments were checked"))
+    with pytest.raises(ValueError, match="warmup_batches must be at least 0, got -1"):
+        sweep_loader(InMemoryDataset(4), values=[0], warmup_batches=-1, progress=False)

@@ -1,5 +1,6 @@
 """helpers.streaming: tar shards split over ranks x workers read each sample once; the unsharded control duplicates."""
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -124,13 +125,14 @@ def test_bad_arguments_name_the_argument_and_value(shards, make, error, words):
 
 def test_written_samples_by_hand(tmp_path):
     """The inputs are the seed's float32 normals, the label says whether their sum is positive (computed here)."""
-    paths = write_shards(tmp_path / "a" / "b", num_samples=3, samples_per_shard=2, num_features=1)  # nested: created
-    normals = np.random.default_rng(0).standard_normal((3, 1), dtype=np.float32)
+    paths = write_shards(tmp_path / "a" / "b", num_samples=20, samples_per_shard=8, num_features=1)  # nested: created
+    normals = np.random.default_rng(0).standard_normal((20, 1), dtype=np.float32)
+    assert 0 < normals.sum(axis=1)[normals.sum(axis=1) > 0].min() < 1  # a positive sum below 1 is among them
     samples = [sample for path in paths for sample in read_shard(path)]
-    assert [s["input"].dtype for s in samples] == [torch.float32] * 3
+    assert [s["input"].dtype for s in samples] == [torch.float32] * 20
     assert [s["input"].tolist() for s in samples] == normals.tolist()
     assert [s["label"] for s in samples] == [int(row.sum() > 0) for row in normals]
-    again = write_shards(tmp_path / "c", num_samples=3, samples_per_shard=2, num_features=1, seed=0)
+    again = write_shards(tmp_path / "c", num_samples=20, samples_per_shard=8, num_features=1, seed=0)
     assert [s["input"].tolist() for path in again for s in read_shard(path)] == normals.tolist()  # seed 0 is the default
     assert len(list(read_shard(paths[0], limit=1))) == 1 and list(read_shard(paths[0], limit=0)) == []
     assert shard_assignment(3, 1, 0) == {(0, 0): [0, 1, 2]}  # one rank, the main process reads all
@@ -192,20 +194,45 @@ def test_small_files_and_the_demo_datasets_by_hand(tmp_path, shards):
     assert len(lazy) == 3 and lazy.opened_by == [] and lazy.file is None  # nothing opened until the first item
     items = [lazy[i] for i in range(3)]
     assert [item["input"].tolist() for item in items] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    assert [item["index"] for item in items] == [0, 1, 2] and {item["pid"] for item in items} == {os.getpid()}
     assert lazy.opened_by == [os.getpid()] and [item["opens"] for item in items] == [1, 1, 1]  # opened once, here
     eager = streaming.H5Samples(str(tmp_path / "rows.h5"), open_in_init=True)
     assert eager.opened_by == [os.getpid()] and eager.file.mode == "r"
     lazy.file.close(), eager.file.close()
     free = streaming.LabelCostDataset([0, 1, 1], [0.0, 0.0])  # a zero cost is a cost
     assert len(free) == 3 and [free[i] for i in range(3)] == [0, 1, 1] and len(streaming.LabelCostDataset([], [1.0])) == 0
+    start = time.perf_counter()
+    assert streaming.LabelCostDataset([0], [30.0])[0] == 0 and 0.03 <= time.perf_counter() - start < 1.0  # 30 ms, not 30 s
     seekable = streaming.SeekableCountedStream(5)
     assert next(iter(seekable)) == 0 and seekable.state_dict() == {"position": 1}
     seekable.load_state_dict({"position": 3})
     assert list(seekable) == [3, 4] and list(seekable) == [0, 1, 2, 3, 4]  # the resume applies to one iteration
+    seekable.load_state_dict({"position": 5})  # resumed at the end: nothing left, and the state says so
+    assert list(seekable) == [] and seekable.state_dict() == {"position": 5}
     plain = streaming.CountedStream(3)
+    assert (plain.position, plain.ms_per_item, streaming.SeekableCountedStream(3).ms_per_item) == (0, 0.0, 0.0)
     assert list(plain) == [0, 1, 2] == list(plain) and plain.reads == 6
+    assert streaming.SeekableCountedStream(3, 5.0).ms_per_item == 5.0 and streaming.CountedStream(1, 1000.0).ms_per_item == 1000.0
+    start = time.perf_counter()
+    assert list(streaming.CountedStream(2, 20.0)) == [0, 1] and 0.04 <= time.perf_counter() - start < 1.0  # 20 ms each
     alone = ShardedStream(shards)  # no process group: one rank, rank 0
     assert (alone.world_size, alone.rank) == (1, 0) and ShardedStream(shards[:2], rank=1, world_size=2, equal_steps=True).rank == 1
+
+
+def test_rank_and_world_size_come_from_the_process_group(shards, monkeypatch):
+    monkeypatch.setattr(streaming.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(streaming.dist, "get_world_size", lambda: 3)
+    monkeypatch.setattr(streaming.dist, "get_rank", lambda: 2)
+    stream = ShardedStream(shards)
+    assert (stream.world_size, stream.rank) == (3, 2)
+
+
+def test_equal_steps_takes_a_single_sample_from_a_shard(tmp_path):
+    """31 samples in shards of 10, 10, 10, 1: rank 0 (shards 0, 2) holds 20, rank 1 (shards 1, 3) 11, so rank 0 reads
+    shard 0 whole and exactly 1 sample of shard 2."""
+    shards = write_shards(tmp_path, num_samples=31, samples_per_shard=10)
+    assert [s["key"] for s in ShardedStream(shards, rank=0, world_size=2, equal_steps=True)] == keys(0, 10) + keys(20, 21)
+    assert [s["key"] for s in ShardedStream(shards, rank=1, world_size=2, equal_steps=True)] == keys(10, 20) + keys(30, 31)
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -220,6 +247,7 @@ def test_small_files_and_the_demo_datasets_by_hand(tmp_path, shards):
     (lambda tmp: streaming.LabelCostDataset([-1], [1.0]), ValueError, "labels must be at least 0, got -1"),
     (lambda tmp: streaming.LabelCostDataset([0], [-1.0]), ValueError, "ms_per_label must give a cost >= 0 for every label, got [-1.0]"),
     (lambda tmp: streaming.LabelCostDataset([1], [1.0]), ValueError, "ms_per_label must give a cost >= 0 for every label, got [1.0]"),
+    (lambda tmp: streaming.CountedStream(3, 1001.0), ValueError, "ms_per_item must be in [0.0, 1000.0], got 1001.0"),
     (lambda tmp: streaming.SeekableCountedStream(3).load_state_dict({"position": -1}), ValueError,
      "state['position'] must be at least 0, got -1"),
 ])
