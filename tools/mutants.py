@@ -1,11 +1,12 @@
 """Mutation testing of the helpers: small bugs planted by mutmut, one at a time; a test must fail on each.
 
-`make mutants` (or `.venv/bin/python tools/mutants.py samplers imbalance --time-limit 1200`) copies helpers/, tests/
-and pyproject.toml into a temporary folder, adds a [tool.mutmut] section that mutates only the chosen modules and
-runs only the test files that cover them (MODULES), runs `mutmut run` there, and prints per module: mutants, killed,
-timed out (a mutant that makes a test hang counts as caught), survived, not covered by any test, equivalent (listed
-in CONTRIBUTING.md, "Equivalent mutants", with the reason) and the share caught. Each survivor is printed as its diff.
-Exit status 1 when a module catches under THRESHOLD of its non-equivalent mutants, or the run ran out of time. The
+`make mutants` (or `.venv/bin/python tools/mutants.py samplers imbalance --time-limit 1200`) copies helpers/, tests/,
+tools/, docs/ and pyproject.toml into a temporary folder, adds a [tool.mutmut] section that mutates only the chosen
+modules and runs only the test files that cover them (MODULES), runs `mutmut run` there, and prints per module:
+mutants, killed, timed out (a mutant that makes a test hang counts as caught), survived, not reached by any test, listed
+(CONTRIBUTING.md, "A test that fails when the code breaks", with the reason) and the share caught. Each survivor that
+is not listed is printed as its diff. Exit status 1 when a module catches under THRESHOLD of its unlisted mutants, or
+the run ran out of time. The
 temporary folder is removed (keep it with --keep to browse it with `mutmut browse` there). Not part of `make test`.
 """
 from __future__ import annotations
