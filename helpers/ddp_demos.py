@@ -1,6 +1,7 @@
-"""The rank functions lesson 05 runs with helpers.ddp.run and prints where it runs them; each returns what its rank saw, as plain data.
+"""The rank functions lesson 05 runs with helpers.ddp.run and prints where it runs them.
 
-`shard_plan` is the exception: it builds every rank's DistributedSampler in one process (num_replicas and rank given), for the lesson's widget.
+Each returns what its rank saw, as plain data. `shard_plan` is the exception: it builds every
+rank's DistributedSampler in one process (num_replicas and rank given), for the lesson's widget.
 """
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ from helpers.samplers import DistributedWeightedSampler
 from helpers.workloads import SlowDataset
 
 
-def sampler_epochs(num_items: int, epochs: int, shuffle: bool = True, seed: int = 0, drop_last: bool = False,
-                   call_set_epoch: bool = True, seed_per_rank: bool = False) -> list[list[int]]:
-    """This rank's DistributedSampler indices for each epoch, with or without set_epoch, with one seed or one per rank."""
+def sampler_epochs(num_items: int, epochs: int, shuffle: bool = True, seed: int = 0,
+                   drop_last: bool = False, call_set_epoch: bool = True,
+                   seed_per_rank: bool = False) -> list[list[int]]:
+    """This rank's DistributedSampler indices per epoch (set_epoch or not, one seed or per rank)."""
     rank_seed = seed + (dist.get_rank() if seed_per_rank else 0)
-    sampler = DistributedSampler(range(num_items), shuffle=shuffle, seed=rank_seed, drop_last=drop_last)
+    sampler = DistributedSampler(range(num_items), shuffle=shuffle, seed=rank_seed,
+                                 drop_last=drop_last)
     orders = []
     for epoch in range(epochs):
         if call_set_epoch:
@@ -38,14 +41,16 @@ def sampler_epochs(num_items: int, epochs: int, shuffle: bool = True, seed: int 
 
 
 def validation_accuracy(correct: list[bool], drop_last: bool = False) -> dict[str, Any]:
-    """Accuracy over a validation set sharded by DistributedSampler: all-reduced counts vs de-duplicated gathered results."""
+    """Accuracy of a validation set sharded by DistributedSampler: all-reduced vs de-duplicated."""
     sampler = DistributedSampler(range(len(correct)), shuffle=False, drop_last=drop_last)
     mine = list(sampler)
-    counts = torch.tensor([float(sum(correct[i] for i in mine)), float(len(mine))], dtype=torch.float64)
+    hits = float(sum(correct[i] for i in mine))
+    counts = torch.tensor([hits, float(len(mine))], dtype=torch.float64)
     dist.all_reduce(counts)  # the usual way: sum hits and totals over ranks
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, [(i, bool(correct[i])) for i in mine])
-    unique = dict(pair for part in gathered for pair in part)  # one verdict per index: padding duplicates collapse
+    # one verdict per index: padding duplicates collapse
+    unique = dict(pair for part in gathered for pair in part)
     return {
         "indices": mine,
         "all_reduced_accuracy": float(counts[0] / counts[1]),
@@ -56,7 +61,7 @@ def validation_accuracy(correct: list[bool], drop_last: bool = False) -> dict[st
 
 
 def naive_weighted_draws(labels: list[int], seed: int = 0) -> dict[str, Any]:
-    """A WeightedRandomSampler on every rank after the usual torch.manual_seed(seed): indices and class counts it yields."""
+    """A WeightedRandomSampler on each rank after torch.manual_seed(seed): indices, class counts."""
     torch.manual_seed(seed)  # "seed everything", the same on every rank
     weights = sample_weights(labels, "inverse")
     indices = list(WeightedRandomSampler(weights, num_samples=len(labels)))
@@ -65,60 +70,77 @@ def naive_weighted_draws(labels: list[int], seed: int = 0) -> dict[str, Any]:
 
 def _draws(labels: list[int], indices: list[int]) -> dict[str, Any]:
     """The drawn indices and the class counts they give."""
-    return {"indices": indices, "class_counts": class_counts(np.asarray(labels)[indices], max(labels) + 1).tolist()}
+    counts = class_counts(np.asarray(labels)[indices], max(labels) + 1)
+    return {"indices": indices, "class_counts": counts.tolist()}
 
 
 def _ddp(module: nn.Module, device: torch.device) -> nn.parallel.DistributedDataParallel:
     """`module` on this rank's device, wrapped in DDP (device_ids only for a GPU)."""
-    return nn.parallel.DistributedDataParallel(module.to(device), device_ids=[device.index] if device.type == "cuda" else None)
+    device_ids = [device.index] if device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(module.to(device), device_ids=device_ids)
 
 
-def distributed_weighted_draws(labels: list[int], seed: int = 0, epoch: int = 0) -> dict[str, Any]:
-    """This rank's share of one global weighted draw (DistributedWeightedSampler): indices and class counts."""
+def distributed_weighted_draws(labels: list[int], seed: int = 0,
+                               epoch: int = 0) -> dict[str, Any]:
+    """This rank's share of one global draw (DistributedWeightedSampler): indices, class counts."""
     sampler = DistributedWeightedSampler(sample_weights(labels, "inverse"), seed=seed)
     sampler.set_epoch(epoch)
     return _draws(labels, list(sampler))
 
 
-def batch_mix(labels: list[int], shuffle: bool, batch_size: int = 16, num_batches: int = 8) -> list[list[int]]:
-    """Class counts of this rank's first batches from a DistributedSampler over `labels`, shuffled or not."""
+def batch_mix(labels: list[int], shuffle: bool, batch_size: int = 16,
+              num_batches: int = 8) -> list[list[int]]:
+    """Class counts of this rank's first batches from a DistributedSampler, shuffled or not."""
     dataset = TensorDataset(torch.zeros(len(labels), 1), torch.as_tensor(labels))
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, shuffle=shuffle, seed=0))
+    sampler = DistributedSampler(dataset, shuffle=shuffle, seed=0)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler)
     return batch_class_counts(loader, max(labels) + 1, num_batches).tolist()
 
 
-def uneven_steps(steps: int = 4, extra_on_last_rank: int = 1, use_join: bool = False) -> dict[str, Any]:
-    """DDP training where the last rank has `extra_on_last_rank` more batches, then an end-of-epoch barrier; steps and weights per rank."""
+def uneven_steps(steps: int = 4, extra_on_last_rank: int = 1,
+                 use_join: bool = False) -> dict[str, Any]:
+    """DDP steps, `extra_on_last_rank` more on the last rank, then a barrier: steps, weights."""
     device = rank_device()
     torch.manual_seed(0)  # the same start on every rank
     model = _ddp(nn.Linear(8, 2), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     inputs = torch.randn(4, 8, device=device)
-    my_steps = steps + (extra_on_last_rank if dist.get_rank() == dist.get_world_size() - 1 else 0)
-    with model.join(enable=use_join):  # enabled: ranks that run out keep answering the others' all-reduces with zeros
+    is_last_rank = dist.get_rank() == dist.get_world_size() - 1
+    my_steps = steps + (extra_on_last_rank if is_last_rank else 0)
+    # enabled: ranks that run out keep answering the others' all-reduces with zeros
+    with model.join(enable=use_join):
         for _ in range(my_steps):
-            model(inputs).square().mean().backward()  # DDP all-reduces the gradients here: every rank must take part
+            loss = model(inputs).square().mean()
+            loss.backward()  # DDP all-reduces the gradients here: every rank must take part
             optimizer.step()
             optimizer.zero_grad()
-    dist.barrier()  # end of epoch: every rank waits for the others (say, before rank 0 saves a checkpoint)
-    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))  # DDP keeps the replicas identical
+    # end of epoch: every rank waits for the others (say, before rank 0 saves a checkpoint)
+    dist.barrier()
+    # DDP keeps the replicas identical
+    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
     return {"steps": my_steps, "weights_checksum": checksum}
 
 
-def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: int = 24, batch_size: int = 8) -> dict[str, Any]:
-    """A DDP loop whose `slow_rank` reads items slowly: this rank's data wait and compute per step (StepTimer)."""
+def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: int = 24,
+                    batch_size: int = 8) -> dict[str, Any]:
+    """A DDP loop whose `slow_rank` reads slowly: this rank's data wait and compute per step."""
     rank = dist.get_rank()
     device = rank_device()
-    dataset = SlowDataset(num_items=4096, io_ms=slow_io_ms if rank == slow_rank else 0.0, shape=(16,))
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, seed=0), num_workers=num_workers,
+    io_ms = slow_io_ms if rank == slow_rank else 0.0
+    dataset = SlowDataset(num_items=4096, io_ms=io_ms, shape=(16,))
+    sampler = DistributedSampler(dataset, seed=0)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
                         persistent_workers=False)
     model = _ddp(nn.Linear(16, 10), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     timer = StepTimer(device)
     for step, (images, labels) in enumerate(timer.wrap(loader)):
-        if step == steps:  # stop here, not after the last step: the timer records a step when the next batch is asked for
+        # stop here, not after the last step:
+        # the timer records a step when the next batch is asked for
+        if step == steps:
             break
-        loss = nn.functional.cross_entropy(model(images.to(device).float() / 255), labels.to(device))
+        inputs = images.to(device).float() / 255
+        loss = nn.functional.cross_entropy(model(inputs), labels.to(device))
         loss.backward()  # waits in the gradient all-reduce for the slowest rank
         optimizer.step()
         optimizer.zero_grad()
@@ -130,18 +152,20 @@ def straggler_steps(slow_rank: int, slow_io_ms: float, num_workers: int, steps: 
 def _worker_counts(worker_counts: Any) -> list[int]:
     """`worker_counts` as a non-empty list of distinct num_workers values (0 or more)."""
     if not isinstance(worker_counts, (list, tuple)) or not worker_counts:
-        raise TypeError(f"worker_counts must be a non-empty list or tuple of num_workers values, got {short(worker_counts)}")
+        raise TypeError("worker_counts must be a non-empty list or tuple of num_workers values, "
+                        f"got {short(worker_counts)}")
     counts = [as_int("worker_counts", count, minimum=0) for count in worker_counts]
     if len(set(counts)) != len(counts):
         raise ValueError(f"worker_counts must not repeat a value, got {short(worker_counts)}")
     return counts
 
 
-def straggler_rounds(slow_rank: int, slow_io_ms: float, worker_counts: Any = (0, 2), rounds: int = 3,
-                     steps: int = 24) -> list[dict[str, Any]]:
-    """straggler_steps for each of `worker_counts` in turn, `rounds` times over (A/B/A/B: load hits every setting alike); one dict per run, in run order (lesson 05)."""
+def straggler_rounds(slow_rank: int, slow_io_ms: float, worker_counts: Any = (0, 2),
+                     rounds: int = 3, steps: int = 24) -> list[dict[str, Any]]:
+    """straggler_steps for each of `worker_counts`, `rounds` times (A/B/A/B); a dict per run."""
     counts, rounds = _worker_counts(worker_counts), as_int("rounds", rounds, minimum=1)
     runs = []
+    # A/B/A/B: load hits every setting alike
     for round_ in range(rounds):
         for num_workers in counts:
             run = straggler_steps(slow_rank, slow_io_ms, num_workers, steps=steps)
@@ -149,30 +173,41 @@ def straggler_rounds(slow_rank: int, slow_io_ms: float, worker_counts: Any = (0,
     return runs
 
 
-def loader_sweep(worker_counts: Any = (0, 1, 2), rounds: int = 2, cpu_ms: float = 1.0) -> list[dict[str, Any]]:
-    """loader_processes for each of `worker_counts` in turn, `rounds` times over (interleaved); one dict per run, in run order (lesson 05)."""
+def loader_sweep(worker_counts: Any = (0, 1, 2), rounds: int = 2,
+                 cpu_ms: float = 1.0) -> list[dict[str, Any]]:
+    """loader_processes for each of `worker_counts`, `rounds` times interleaved; a dict per run."""
     counts, rounds = _worker_counts(worker_counts), as_int("rounds", rounds, minimum=1)
-    return [{"num_workers": num_workers, "round": round_, **loader_processes(num_workers, cpu_ms=cpu_ms)}
+    return [{"num_workers": num_workers, "round": round_,
+             **loader_processes(num_workers, cpu_ms=cpu_ms)}
             for round_ in range(rounds) for num_workers in counts]
 
 
-def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 24, batch_size: int = 16) -> dict[str, Any]:
-    """This rank's DataLoader worker processes (counted) and its samples/s on CPU-bound items, start-up included (lesson 05)."""
+def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 24,
+                     batch_size: int = 16) -> dict[str, Any]:
+    """This rank's DataLoader worker count and samples/s on CPU-bound items, start-up included."""
     dataset = SlowDataset(num_items=4096, cpu_ms=cpu_ms, shape=(16,))
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, seed=0), num_workers=num_workers)
+    sampler = DistributedSampler(dataset, seed=0)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
     iterator = iter(loader)  # starts this rank's workers
     next(iterator)
-    workers = len(psutil.Process().children())  # this rank's child processes: its DataLoader workers
+    # this rank's child processes: its DataLoader workers
+    workers = len(psutil.Process().children())
     del iterator  # stops them
     dist.barrier()  # every rank starts timing together
     me = psutil.Process()
-    mine, machine, start = _cpu_seconds(me.cpu_times()), _busy_seconds(psutil.cpu_times()), time.perf_counter()
-    # Timed from iter() to the last batch: batches the workers prefetch while a warm-up is left out would count for free
-    samples_per_s = benchmark_loader(loader, num_batches=num_batches, warmup_batches=0).samples_per_s  # its workers exit inside
+    mine = _cpu_seconds(me.cpu_times())
+    machine = _busy_seconds(psutil.cpu_times())
+    start = time.perf_counter()
+    # Timed from iter() to the last batch: batches the workers prefetch
+    # while a warm-up is left out would count for free
+    benchmark = benchmark_loader(loader, num_batches=num_batches, warmup_batches=0)
+    samples_per_s = benchmark.samples_per_s  # the workers exited inside benchmark_loader
     wall_s = time.perf_counter() - start
     return {"workers": workers, "samples_per_s": samples_per_s, "wall_s": wall_s,
-            "cpu_s": _cpu_seconds(me.cpu_times()) - mine,  # this rank and its workers (reaped when they exit)
-            "machine_busy_s": _busy_seconds(psutil.cpu_times()) - machine}  # every program on the machine
+            # this rank and its workers (reaped when they exit)
+            "cpu_s": _cpu_seconds(me.cpu_times()) - mine,
+            # every program on the machine
+            "machine_busy_s": _busy_seconds(psutil.cpu_times()) - machine}
 
 
 def _cpu_seconds(times: Any) -> float:
@@ -181,20 +216,22 @@ def _cpu_seconds(times: Any) -> float:
 
 
 def _busy_seconds(times: Any) -> float:
-    """CPU seconds the whole machine spent busy (not idle, not waiting for I/O), from psutil.cpu_times()."""
+    """CPU seconds the machine was busy (not idle nor waiting for I/O), from psutil.cpu_times()."""
     fields = times._asdict()
-    return sum(fields.values()) - sum(fields.get(name, 0.0) for name in ("idle", "iowait", "guest", "guest_nice"))
+    not_busy = ("idle", "iowait", "guest", "guest_nice")
+    return sum(fields.values()) - sum(fields.get(name, 0.0) for name in not_busy)
 
 
 def epoch_shape(num_items: int, batch_size: int) -> dict[str, int]:
-    """Samples and steps per epoch on this rank, and the global batch, for a DistributedSampler loader (lesson 05)."""
+    """Samples and steps per epoch on this rank, and the global batch, with a DistributedSampler."""
     sampler = DistributedSampler(range(num_items), seed=0)
     loader = DataLoader(range(num_items), batch_size=batch_size, sampler=sampler)
-    return {"samples": len(sampler), "steps": len(loader), "global_batch": batch_size * dist.get_world_size()}
+    return {"samples": len(sampler), "steps": len(loader),
+            "global_batch": batch_size * dist.get_world_size()}
 
 
 def fails_on_rank(bad_rank: int) -> str:
-    """Raise on `bad_rank` after joining the group; the other ranks wait at a barrier (for the launcher's error demo)."""
+    """Raise on `bad_rank`; the other ranks wait at a barrier (for the launcher's error demo)."""
     if dist.get_rank() == bad_rank:
         raise ValueError(f"bad batch on rank {bad_rank}: label 12 is out of range for 10 classes")
     dist.barrier()
@@ -209,12 +246,13 @@ def sleeps(seconds: float) -> str:
 
 def whoami() -> dict[str, Any]:
     """This rank's number, world size, backend and device."""
-    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "backend": dist.get_backend(), "device": str(rank_device())}
+    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
+            "backend": dist.get_backend(), "device": str(rank_device())}
 
 
 @dataclass(frozen=True)
 class ShardPlan:
-    """Every rank's DistributedSampler indices for one epoch, its padding duplicates and steps per epoch (lesson 05's widget)."""
+    """Every rank's DistributedSampler indices for one epoch, its padding and steps per epoch."""
 
     num_items: int
     world_size: int
@@ -225,9 +263,10 @@ class ShardPlan:
     steps_per_epoch: tuple[int, ...]  # len(DataLoader(..., sampler=rank r's sampler)) for each rank
 
     def duplicate_slots(self) -> list[tuple[int, int]]:
-        """(rank, position) of each slot that repeats an index an earlier slot holds, walking the sampler's order (slot j of rank r is r + j * world_size)."""
+        """(rank, position) of each slot that repeats an index an earlier slot holds."""
         seen: set[int] = set()
         repeats = []
+        # walk the sampler's order: slot j of rank r is r + j * world_size
         for position in range(max((len(shard) for shard in self.shards), default=0)):
             for rank, shard in enumerate(self.shards):
                 if position < len(shard):
@@ -238,12 +277,12 @@ class ShardPlan:
 
     @property
     def padding(self) -> int:
-        """How many slots repeat an index (drop_last=False pads the epoch up to a multiple of world_size)."""
+        """How many slots repeat an index (drop_last=False pads up to a multiple of world_size)."""
         return len(self.duplicate_slots())
 
     @property
     def unseen(self) -> list[int]:
-        """Indices no rank gets this epoch (drop_last=True trims the epoch down to a multiple of world_size)."""
+        """Indices no rank gets this epoch (drop_last=True trims to a multiple of world_size)."""
         given = {index for shard in self.shards for index in shard}
         return [index for index in range(self.num_items) if index not in given]
 
@@ -253,8 +292,11 @@ class ShardPlan:
 
     def _shares(self) -> str:
         """Samples per rank and the padding (or, with drop_last, the unseen samples)."""
-        extra = (f"{len(self.unseen)} never seen" + (f" {self.unseen}" if self.unseen else "") if self.drop_last
-                 else f"{self.padding} padding duplicate{'' if self.padding == 1 else 's'}")
+        if self.drop_last:
+            listed = f" {self.unseen}" if self.unseen else ""
+            extra = f"{len(self.unseen)} never seen{listed}"
+        else:
+            extra = f"{self.padding} padding duplicate{'' if self.padding == 1 else 's'}"
         ranks = f"{self.world_size} rank{'' if self.world_size == 1 else 's'}"
         return f"{self.num_items} samples on {ranks}: {len(self.shards[0])} per rank, {extra}"
 
@@ -264,12 +306,13 @@ class ShardPlan:
         return f"{steps} step{'' if steps == 1 else 's'} per epoch at batch_size={self.batch_size}"
 
     def plot(self, ax: Any = None) -> Any:
-        """A grid: a row per rank (and one for unseen indices), a cell per slot holding its index; batches shaded, duplicates red, on `ax` (made if None)."""
+        """Each rank's slots in a grid: batches shaded, duplicates red, on `ax` (made if None)."""
         import matplotlib.pyplot as plt
         from matplotlib.colors import ListedColormap
         from matplotlib.patches import Patch
 
-        colours = ["white", "#c6dbef", "#6baed6", "tab:red", "lightgrey"]  # empty, odd step, even step, duplicate, unseen
+        # empty, odd step, even step, duplicate, unseen
+        colours = ["white", "#c6dbef", "#6baed6", "tab:red", "lightgrey"]
         rows = [list(shard) for shard in self.shards] + ([self.unseen] if self.unseen else [])
         width = max(max((len(row) for row in rows), default=0), 1)
         if ax is None:
@@ -284,25 +327,31 @@ class ShardPlan:
             grid[-1, :len(self.unseen)] = 4
         ax.imshow(grid, cmap=ListedColormap(colours), vmin=-0.5, vmax=4.5, aspect="auto")
         if width <= 32:  # beyond that the numbers would overlap; the colours still tell the story
+            fontsize = 6 if width > 16 else 7 if width > 12 else 9
             for row, indices in enumerate(rows):
                 for position, index in enumerate(indices):
-                    ax.text(position, row, str(index), ha="center", va="center", fontsize=6 if width > 16 else 7 if width > 12 else 9)
-        names = [f"rank {rank}" for rank in range(self.world_size)] + (["never seen"] if self.unseen else [])
+                    ax.text(position, row, str(index), ha="center", va="center", fontsize=fontsize)
+        names = ([f"rank {rank}" for rank in range(self.world_size)]
+                 + (["never seen"] if self.unseen else []))
         ax.set_yticks(range(len(rows)), names)
         ax.set_xticks(range(0, width, 1 if width <= 16 else 4))
         ax.set_xlabel("position in the rank's shard (the order its sampler yields)")
         ax.set_ylabel("rank")
         ax.grid(False)
-        handles = [Patch(color=colours[1], label="batches of steps\n1, 3, 5, ..."), Patch(color=colours[2], label="batches of steps\n2, 4, 6, ..."),
-                   Patch(color=colours[3], label="padding duplicate")] + ([Patch(color=colours[4], label="never seen")] if self.unseen else [])
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)  # outside: the cells fill the axes
+        handles = [Patch(color=colours[1], label="batches of steps\n1, 3, 5, ..."),
+                   Patch(color=colours[2], label="batches of steps\n2, 4, 6, ..."),
+                   Patch(color=colours[3], label="padding duplicate")]
+        if self.unseen:
+            handles.append(Patch(color=colours[4], label="never seen"))
+        # outside: the cells fill the axes
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
         ax.set_title(f"{self._shares()}\n{self._steps()}", fontsize=9)
         return ax
 
 
-def shard_plan(num_items: int, world_size: int, drop_last: bool = False, shuffle: bool = True, batch_size: int = 1,
-               seed: int = 0, epoch: int = 0) -> ShardPlan:
-    """What DistributedSampler gives each of `world_size` ranks over `num_items` samples, computed in this process with the real sampler (lesson 05)."""
+def shard_plan(num_items: int, world_size: int, drop_last: bool = False, shuffle: bool = True,
+               batch_size: int = 1, seed: int = 0, epoch: int = 0) -> ShardPlan:
+    """What DistributedSampler gives each of `world_size` ranks, in this process (lesson 05)."""
     num_items = as_int("num_items", num_items, minimum=1)
     world_size = as_int("world_size", world_size, minimum=1)
     batch_size = as_int("batch_size", batch_size, minimum=1)
@@ -312,8 +361,10 @@ def shard_plan(num_items: int, world_size: int, drop_last: bool = False, shuffle
             raise TypeError(f"{name} must be True or False, got {short(flag)}")
     shards, steps = [], []
     for rank in range(world_size):
-        sampler = DistributedSampler(range(num_items), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        sampler = DistributedSampler(range(num_items), num_replicas=world_size, rank=rank,
+                                     shuffle=shuffle, seed=seed, drop_last=drop_last)
         sampler.set_epoch(epoch)
         shards.append(tuple(sampler))
         steps.append(len(DataLoader(range(num_items), batch_size=batch_size, sampler=sampler)))
-    return ShardPlan(num_items, world_size, batch_size, drop_last, shuffle, tuple(shards), tuple(steps))
+    return ShardPlan(num_items, world_size, batch_size, drop_last, shuffle,
+                     tuple(shards), tuple(steps))

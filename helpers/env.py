@@ -148,7 +148,7 @@ def _lesson_verdict(env: EnvReport, stem: str, needs: str) -> LessonVerdict:
         if env.gpu_count >= 2 and env.nccl_available:
             return LessonVerdict(stem, NEEDS[needs], True, f"{env.gpu_count} ranks on nccl, one per GPU")
         if env.gloo_available:
-            return LessonVerdict(stem, NEEDS[needs], False, "runs 2 CPU ranks on gloo; GPU-only parts are skipped")
+            return LessonVerdict(stem, NEEDS[needs], False, "runs whole on 2 CPU ranks over gloo (nothing skipped; nccl needs 2+ GPUs)")
         return LessonVerdict(stem, NEEDS[needs], False, "no gloo or nccl backend: DDP parts cannot run")
     raise ValueError(f"needs must be one of {sorted(NEEDS)}, got {needs!r}")
 

@@ -23,11 +23,12 @@ def move(batch: Any, device: Any, non_blocking: bool = False) -> Any:
 
 
 class CUDAPrefetcher:
-    """`for batch in CUDAPrefetcher(loader, device)`: copies batch k+1 on a side stream while step k runs; plain pass-through off CUDA (lesson 04)."""
+    """`for batch in CUDAPrefetcher(loader, device)`: batch k+1 copied on a side stream."""
 
     def __init__(self, loader: Iterable[Any], device: Any) -> None:
         if not isinstance(loader, Iterable):
-            raise TypeError(f"loader must be iterable (a DataLoader or a list of batches), got {short(loader)}")
+            raise TypeError(f"loader must be iterable (a DataLoader or a list of batches), "
+                            f"got {short(loader)}")
         self.loader = loader
         self.device = as_device(device)
 
@@ -36,7 +37,7 @@ class CUDAPrefetcher:
 
     def __iter__(self) -> Iterator[Any]:
         if self.device.type != "cuda":
-            yield from self.loader  # no streams on a CPU: the batches are already where the step runs
+            yield from self.loader  # no streams off CUDA: the batches are where the step runs
             return
         side = torch.cuda.Stream(self.device)
         batches = iter(self.loader)
@@ -45,7 +46,7 @@ class CUDAPrefetcher:
             batch = next(batches, _END)
             if batch is _END:
                 return _END
-            with torch.cuda.stream(side):  # queued on the side stream: the compute stream is not held up
+            with torch.cuda.stream(side):  # on the side stream: the compute stream is not held up
                 return move(batch, self.device, non_blocking=True)
 
         upcoming = copy_next()
@@ -53,8 +54,9 @@ class CUDAPrefetcher:
             compute = torch.cuda.current_stream(self.device)
             compute.wait_stream(side)  # the step's kernels start only after the copy has landed
             for tensor in tensors(upcoming):
-                tensor.record_stream(compute)  # keep the allocator from reusing this memory while the step uses it
-            batch, upcoming = upcoming, copy_next()  # batch k+1's copy is queued before step k computes
+                # keep the caching allocator from reusing this memory while the step reads it
+                tensor.record_stream(compute)
+            batch, upcoming = upcoming, copy_next()  # batch k+1's copy queued before step k
             yield batch
 
 
@@ -156,7 +158,7 @@ class CopyVsCompute:
             raise TypeError(f"pinned must be True or False, got {short(pinned)}")
         if ax is None:
             _, ax = plt.subplots()
-        right = max(2 * self.compute_ms, 2 * self.copy_ms(True), 2 * self.copy_ms(False), 1.0)
+        right = max(2 * self.compute_ms, 2 * self.copy_ms(pinned), 0.2)  # the chosen source's kink stays in view
         compute = np.linspace(0.0, right, 200)
         lines = {True: ("pinned, side stream: max(copy, compute)", "tab:blue", np.maximum(self.copy_ms(True), compute)),
                  False: ("pageable: copy + compute", "tab:orange", self.copy_ms(False) + compute)}

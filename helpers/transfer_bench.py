@@ -151,8 +151,9 @@ def _event_ms(run: Callable[[], Any], repeats: int, warmup: int) -> float:
     return statistics.median(times)
 
 
-def h2d_bandwidth(sizes: Sequence[int], device: Any = "cuda", repeats: int = 10, warmup: int = 2) -> BandwidthSweep:
-    """Host-to-device GB/s for each size in bytes, from a pageable and a pinned source, timed with CUDA events (lesson 04)."""
+def h2d_bandwidth(sizes: Sequence[int], device: Any = "cuda", repeats: int = 10,
+                  warmup: int = 2) -> BandwidthSweep:
+    """Host-to-device GB/s per size in bytes, pageable and pinned source, timed with CUDA events."""
     target = _cuda(device, "h2d_bandwidth")
     if not sizes:
         raise ValueError("sizes must name at least one copy size in bytes, got an empty sequence")
@@ -160,7 +161,8 @@ def h2d_bandwidth(sizes: Sequence[int], device: Any = "cuda", repeats: int = 10,
     rows = []
     with torch.cuda.device(target):
         for size in sizes:
-            dst = torch.empty(size, dtype=torch.uint8, device=target)  # allocated once: the timing is the copy alone
+            # allocated once: the timing is the copy alone
+            dst = torch.empty(size, dtype=torch.uint8, device=target)
             for pinned in (False, True):
                 src = torch.ones(size, dtype=torch.uint8, pin_memory=pinned)
                 ms = _event_ms(lambda: dst.copy_(src, non_blocking=True), repeats, warmup)
@@ -186,6 +188,24 @@ class PinningCosts:
             f"pinning alone, in one thread as the DataLoader's pin thread does it, {self.pin_only_ms:.2f} ms; "
             f"already pinned {self.pinned_ms:.2f} ms"
         )
+
+    def plot(self, where: str, ax: Any = None) -> Any:
+        """The four wall times as bars, titled with `where` they were measured, on `ax` (made if None)."""
+        import matplotlib.pyplot as plt
+
+        if not isinstance(where, str) or not where.strip():
+            raise ValueError(f"where must say where the costs were measured, got {short(where)}")
+        if ax is None:
+            _, ax = plt.subplots()
+        bars = {"t.to(dev)\n(pageable)": (self.pageable_ms, "tab:grey"),
+                "t.pin_memory()\n.to(dev, nb=True)": (self.pin_then_copy_ms, "tab:red"),
+                "already pinned\n.to(dev, nb=True)": (self.pinned_ms, "tab:green"),
+                "pinning alone,\none thread": (self.pin_only_ms, "tab:purple")}
+        ax.bar(list(bars), [ms for ms, _ in bars.values()], color=[colour for _, colour in bars.values()])
+        ax.set(xlabel="how the batch gets to the GPU", ylabel=f"wall ms per {format_bytes(self.num_bytes)} batch (median)")
+        ax.set_title(f"{where}\npinning in the loop adds {self.pin_then_copy_ms - self.pinned_ms:.2f} ms per batch", fontsize=9)
+        ax.tick_params(axis="x", labelsize=8)
+        return ax
 
 
 def pinning_costs(num_bytes: int, device: Any = "cuda", repeats: int = 10, warmup: int = 2) -> PinningCosts:
@@ -253,6 +273,24 @@ class PrefetchEffect:
             f"{self.plain_ms:.2f} ms/step copying on the compute stream, {self.prefetch_ms:.2f} ms/step with CUDAPrefetcher "
             f"({self.plain_ms / self.prefetch_ms:.2f}x)"
         )
+
+    def plot(self, where: str, ax: Any = None) -> Any:
+        """Step time without and with the prefetcher as bars, max(copy, compute) dotted, titled with `where`, on `ax` (made if None)."""
+        import matplotlib.pyplot as plt
+
+        if not isinstance(where, str) or not where.strip():
+            raise ValueError(f"where must say where the steps were measured, got {short(where)}")
+        if ax is None:
+            _, ax = plt.subplots()
+        ax.bar(["copy, then compute\n(one stream)", "CUDAPrefetcher\n(side stream)"], [self.plain_ms, self.prefetch_ms],
+               color=["tab:grey", "tab:green"])
+        ax.axhline(max(self.copy_ms, self.compute_ms), color="black", linestyle=":",
+                   label="max(copy, compute): the best overlap can do")
+        ax.set(xlabel="how the next batch is copied", ylabel="wall ms per step (median of rounds)")
+        ax.set_title(f"{where}\nCUDAPrefetcher: {self.plain_ms / self.prefetch_ms:.2f}x shorter steps", fontsize=9)
+        ax.set_ylim(0, 1.35 * max(self.plain_ms, self.prefetch_ms))  # head room: the legend sits above the bars
+        ax.legend(loc="upper right", fontsize=8)
+        return ax
 
 
 def prefetch_effect(num_bytes: int = 64 * 2**20, steps: int = 30, device: Any = "cuda", rounds: int = 3) -> PrefetchEffect:
@@ -377,5 +415,7 @@ def host_copy_sweep(chunk_sizes: Sequence[int], total_bytes: int = 4 * 2**20, ro
 # helpers/transfer_timeline.py, which imports this module; transfer_bench.X finds them on first use.
 __getattr__ = forwarder("helpers.transfer_bench", {
     "helpers.transfer_timeline": ("Span", "Timeline", "plot_timelines", "copy_compute_timeline", "unsafe_d2h_read", "gpu_link",
-                                  "load_reference_results", "sweep_from_report", "sweep_to_dict"),
+                                  "load_reference_results", "sweep_from_report", "sweep_to_dict", "newest_reference",
+                                  "reference_title", "pinning_costs_from_report", "timelines_from_report",
+                                  "prefetch_from_report"),
 })

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from helpers._validate import as_int
-from helpers.transfer_bench import GPU_REPORT_GLOB, BandwidthRow, BandwidthSweep, _cuda, _event_ms, _matmul_iterations
+from helpers.transfer_bench import (GPU_REPORT_GLOB, BandwidthRow, BandwidthSweep, PinningCosts, PrefetchEffect, _cuda, _event_ms,
+                                    _matmul_iterations)
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,14 @@ class Timeline:
         return max(span.end_ms for span in self.spans)
 
 
-def plot_timelines(timelines: Sequence[Timeline], ax: Any = None) -> Any:
-    """Each timeline as one row of bars (copy, compute) against ms, on `ax` (made if None) (lesson 04)."""
+def plot_timelines(timelines: Sequence[Timeline], ax: Any = None, where: str = "") -> Any:
+    """Each timeline as one row of bars (copy, compute) against ms, on `ax` (made if None), titled with `where` if given (lesson 04)."""
     import matplotlib.pyplot as plt
 
     if not timelines:
         raise ValueError("timelines must hold at least one Timeline, got an empty sequence")
+    if not isinstance(where, str):
+        raise TypeError(f"where must be a string naming where the timelines were measured, got {where!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 1 + 0.8 * len(timelines)))
     colours = {"copy": "tab:orange", "compute": "tab:blue"}
@@ -69,7 +72,8 @@ def plot_timelines(timelines: Sequence[Timeline], ax: Any = None) -> Any:
     ax.invert_yaxis()
     ax.set_xlabel("ms after the start event (CUDA events)")
     most = max(timelines, key=lambda t: t.overlap_fraction)
-    ax.set_title(f"Copy/compute overlap at best {most.overlap_fraction:.0%}: {most.title}")
+    title = f"Copy/compute overlap at best {most.overlap_fraction:.0%}: {most.title}"
+    ax.set_title(f"{where}\n{title}" if where else title, fontsize=9 if where else None)
     ax.legend(loc="upper left", bbox_to_anchor=(1, 1))  # outside the axes: the bars fill every row
     return ax
 
@@ -168,3 +172,36 @@ def sweep_from_report(report: Mapping[str, Any]) -> BandwidthSweep:
 def sweep_to_dict(sweep: BandwidthSweep) -> dict[str, Any]:
     """A bandwidth sweep as JSON-ready data (for the gpu-check report)."""
     return {"device_name": sweep.device_name, "rows": [asdict(row) for row in sweep.rows]}
+
+
+def newest_reference(references: Sequence[Mapping[str, Any]], section: str) -> Mapping[str, Any] | None:
+    """The newest of `references` (oldest first, as load_reference_results lists them) that holds `section`, or None (lesson 04)."""
+    if not isinstance(section, str) or not section:
+        raise ValueError(f"section must name a part of a gpu-check report such as 'prefetch', got {section!r}")
+    holding = [report for report in references if section in report]
+    return holding[-1] if holding else None
+
+
+def reference_title(report: Mapping[str, Any]) -> str:
+    """How lesson 04 labels a reference measurement: its hardware, date and torch, and that it is not this machine."""
+    return f"Reference, not this machine: {report['hardware']} ({report['date']}, torch {report['torch']})"
+
+
+def pinning_costs_from_report(report: Mapping[str, Any], num_bytes: int) -> PinningCosts:
+    """The pinning costs a gpu-check report recorded for batches of `num_bytes` (lesson 04)."""
+    num_bytes = as_int("num_bytes", num_bytes, minimum=1)
+    rows = [row for row in report["pinning_costs"] if row["num_bytes"] == num_bytes]
+    if not rows:
+        recorded = [row["num_bytes"] for row in report["pinning_costs"]]
+        raise ValueError(f"num_bytes={num_bytes} was not recorded in {report.get('file', 'this report')}: it holds {recorded}")
+    return PinningCosts(**rows[0])
+
+
+def timelines_from_report(report: Mapping[str, Any]) -> list[Timeline]:
+    """The copy/compute timelines a gpu-check report recorded, rebuilt from their spans (lesson 04)."""
+    return [Timeline(str(t["title"]), tuple(Span(**span) for span in t["spans"])) for t in report["timelines"]]  # type: ignore[arg-type]
+
+
+def prefetch_from_report(report: Mapping[str, Any]) -> PrefetchEffect:
+    """The prefetcher's step times a gpu-check report recorded (lesson 04)."""
+    return PrefetchEffect(**report["prefetch"])

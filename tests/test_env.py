@@ -2,6 +2,7 @@ import dataclasses
 import os
 
 import pytest
+from conftest import ROOT
 
 from helpers import env
 from helpers.course import REQUIRE_CUDA_VAR
@@ -29,6 +30,8 @@ def test_verdict_follows_the_hardware():
     assert all(v.full_effect for v in cpu_only.verdict() if v.needs == "CPU is enough")
     assert env._lesson_verdict(cpu_only, "x", "1 gpu").full_effect is False
     assert "gloo" in env._lesson_verdict(cpu_only, "x", "2+ gpus").note
+    assert "nothing skipped" in env._lesson_verdict(cpu_only, "x", "2+ gpus").note
+    assert "needs_cuda" not in (ROOT / "notebooks" / "05_ddp_data_loading.ipynb").read_text()  # what makes it true
     two_gpus = _fake(cuda_available=True, gpu_count=2, gpu_names=("A", "B"), nccl_available=True)
     assert env._lesson_verdict(two_gpus, "x", "2+ gpus").full_effect
     assert not env._lesson_verdict(_fake(usable_cpus=1), "x", "2+ cores").full_effect

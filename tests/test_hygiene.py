@@ -143,3 +143,19 @@ def test_instructor_guide_minutes_agree_with_the_registry():
     minutes = {lesson.number: lesson.minutes for lesson in LESSONS}
     assert {number for number, _ in stated} == set(minutes), f"the guide should give every lesson's minutes as 'NN (M min)': {stated}"
     assert all(int(m) == minutes[number] for number, m in stated), f"guide {stated} vs helpers/course.py {minutes}"
+
+
+@pytest.mark.parametrize("words, reported", [(150, False), (151, True)])
+def test_markdown_cells_over_150_words_are_named(tmp_path, monkeypatch, words, reported):
+    text = " ".join(["word"] * (words - 2)) + "\n\n[link](https://example.org) end"  # a link is one word
+    folder = _lesson_tree(tmp_path, monkeypatch, {"08_a.ipynb": [("markdown", "# A"), ("markdown", text)]})
+    found = check_notebooks.long_markdown_problems(folder / "08_a.ipynb")
+    assert found == ([f"notebooks/08_a.ipynb cell 1: a markdown cell of {words} words, over 150: split it or cut it "
+                      "(starts `word word word word word word word word word word `)"] if reported else [])
+
+
+def test_long_code_lines_are_named_by_file_cell_and_line(tmp_path, monkeypatch):
+    code = [("code", "x = 1\n" + "y = '" + "a" * 104 + "'\n" + "z = '" + "a" * 105 + "'")]  # 110 and 111 characters
+    folder = _lesson_tree(tmp_path, monkeypatch, {"08_a.ipynb": code})
+    assert check_notebooks.long_line_problems(folder / "08_a.ipynb") == [
+        "notebooks/08_a.ipynb cell 0 line 3: 111 characters, over 110 (cut off in JupyterLab): wrap it"]

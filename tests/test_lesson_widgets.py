@@ -94,6 +94,13 @@ def test_copy_plot_labels_the_model_and_marks_the_chosen_step(pinned):
     assert dot.get_ydata()[0] == pytest.approx(m.step_ms(pinned)) and dot.get_xdata()[0] == pytest.approx(4.0)
 
 
+def test_copy_plot_spans_twice_the_chosen_sources_copy_or_compute():
+    m = model(compute_ms=4.0)  # pinned copy 10 ms, pageable 20 ms: each source's kink (or the dot) stays in view
+    assert m.plot(True).get_xlim() == (0.0, 20.0)
+    assert m.plot(False).get_xlim() == (0.0, 40.0)
+    assert model(compute_ms=30.0).plot(True).get_xlim() == (0.0, 60.0)  # compute longer: the dot sits mid-axis
+
+
 @pytest.mark.parametrize("call, error, says", [
     (lambda: transfer.image_batch_bytes(0, torch.uint8), ValueError, "batch_size"),
     (lambda: transfer.image_batch_bytes(2.0, torch.uint8), TypeError, "batch_size"),

@@ -180,3 +180,64 @@ def test_committed_gpu_reports_are_as_the_tool_wrote_them():
         assert gpu_check.markdown(json.loads(path.read_text()), tests).partition("## Test suite with ")[0] == measured, path.name
         commands = r"\(skipped: --skip-suite\)|COURSE_REQUIRE_CUDA=1 python -m pytest [^`]+"  # the two that main() writes
         assert re.fullmatch(rf"COURSE_REQUIRE_CUDA=1\n`(?:{commands})` exited \d+ after \d+ s: [^\n]+\n", suite), (path.name, suite)
+
+
+H200_REPORT = ROOT / "docs" / "reference-results" / "2026-12-04-nvidia-h200-gpu-check.json"
+
+
+def test_newest_reference_is_the_last_report_holding_the_section():
+    older, newer = report(prefetch={"x": 1}, date="2026-01-01"), report(date="2026-02-01")  # the newer one lacks "prefetch"
+    assert transfer_bench.newest_reference([older, newer], "bandwidth") is newer
+    assert transfer_bench.newest_reference([older, newer], "prefetch") is older
+    assert transfer_bench.newest_reference([older, newer], "timelines") is None
+    assert transfer_bench.newest_reference([], "prefetch") is None
+    with pytest.raises(ValueError, match="section must name a part"):
+        transfer_bench.newest_reference([older], "")
+
+
+def test_reference_title_names_the_hardware_and_says_it_is_not_this_machine():
+    assert transfer_bench.reference_title(report()) == "Reference, not this machine: Test GPU (2026-12-03, torch 2.13.0)"
+
+
+def test_the_h200_reports_sections_read_back_as_lesson_04_draws_them():
+    raw = json.loads(H200_REPORT.read_text())  # read here with json, not with the helpers under test
+    [loaded] = [r for r in transfer_bench.load_reference_results(H200_REPORT.parent) if r["file"] == H200_REPORT.name]
+    costs = transfer_bench.pinning_costs_from_report(loaded, 64 * 2**20)
+    assert (costs.pageable_ms, costs.pin_then_copy_ms, costs.pinned_ms) == (
+        raw["pinning_costs"][1]["pageable_ms"], raw["pinning_costs"][1]["pin_then_copy_ms"], raw["pinning_costs"][1]["pinned_ms"])
+    assert round(costs.pageable_ms, 2) == 7.69 and round(costs.pinned_ms, 2) == 1.27  # the figures lesson 04 quotes
+    with pytest.raises(ValueError, match=r"num_bytes=4096 was not recorded .* holds \[1048576, 67108864\]"):
+        transfer_bench.pinning_costs_from_report(loaded, 4096)
+    timelines = transfer_bench.timelines_from_report(loaded)
+    assert [t.title for t in timelines] == [t["title"] for t in raw["timelines"]]
+    for rebuilt, stored in zip(timelines, raw["timelines"]):  # overlap recomputed from the spans equals the recorded one
+        assert rebuilt.overlap_fraction == pytest.approx(stored["overlap_fraction"])
+        assert rebuilt.total_ms == pytest.approx(stored["total_ms"])
+    assert [round(t.overlap_fraction, 2) for t in timelines] == [0.0, 0.0, 1.0]
+    effect = transfer_bench.prefetch_from_report(loaded)
+    assert round(effect.plain_ms / effect.prefetch_ms, 2) == 1.77 and round(effect.plain_ms, 2) == 2.25
+
+
+def test_pinning_costs_and_prefetch_plots_draw_their_numbers_under_a_named_source():
+    costs = transfer_bench.PinningCosts(64 * 2**20, pageable_ms=8.0, pin_then_copy_ms=3.0, pinned_ms=1.25, pin_only_ms=10.0)
+    ax = costs.plot("Test GPU")
+    assert [bar.get_height() for bar in ax.patches] == [8.0, 3.0, 1.25, 10.0]
+    assert ax.get_title() == "Test GPU\npinning in the loop adds 1.75 ms per batch"
+    assert ax.get_ylabel() == "wall ms per 64 MiB batch (median)"
+    effect = transfer_bench.PrefetchEffect(64 * 2**20, copy_ms=1.5, compute_ms=1.0, plain_ms=2.5, prefetch_ms=1.6)
+    ax = effect.plot("Test GPU")
+    assert [bar.get_height() for bar in ax.patches] == [2.5, 1.6]
+    assert ax.lines[0].get_ydata()[0] == 1.5  # the dotted line: max(copy, compute)
+    assert ax.get_title() == "Test GPU\nCUDAPrefetcher: 1.56x shorter steps"
+    for drawn in (costs, effect):
+        with pytest.raises(ValueError, match="where must say where"):
+            drawn.plot("  ")
+
+
+def test_timelines_title_says_where_they_were_measured():
+    apart = transfer_bench.Timeline("apart", (transfer_bench.Span("copy", "s", 0, 4), transfer_bench.Span("compute", "d", 4, 10)))
+    assert transfer_bench.plot_timelines([apart]).get_title() == "Copy/compute overlap at best 0%: apart"
+    titled = transfer_bench.plot_timelines([apart], where="Reference, not this machine: X")
+    assert titled.get_title() == "Reference, not this machine: X\nCopy/compute overlap at best 0%: apart"
+    with pytest.raises(TypeError, match="where must be a string"):
+        transfer_bench.plot_timelines([apart], where=None)
