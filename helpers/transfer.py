@@ -175,5 +175,5 @@ class CopyVsCompute:
         ax.set_ylabel("ms per step (model)")
         ax.set_title(f"{format_bytes(self.num_bytes)} per batch: {self.verdict(pinned)}\nGB/s pinned {self.pinned_gb_per_s:.3g}, "
                      f"pageable {self.pageable_gb_per_s:.3g}: {self.bandwidth_source}", fontsize=9)
-        ax.legend(loc="upper left", fontsize=8)
+        ax.legend(loc="best", fontsize=8)  # where it hides the least of the lines
         return ax

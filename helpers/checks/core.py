@@ -4,10 +4,13 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import numpy as np
 
 from helpers.course import CHECKS_MUST_PASS_VAR
 from helpers.env import cuda_required
@@ -76,18 +79,27 @@ class Wrong:
     says: str
 
 
-def _same(got: Any, expected: Any, kind: type) -> tuple[bool, str]:
-    """Whether `got` is the right answer of type `kind`; the reason when not."""
+def _same(got: Any, expected: Any, kind: type, exact_float: bool = False) -> tuple[bool, str]:
+    """Whether `got` is the right answer of type `kind`; the reason when not.
+
+    kind=list means a 1-D sequence of ints (counts); exact_float=True refuses an int where a float is asked for.
+    """
     if kind is float:
         if isinstance(got, bool) or not isinstance(got, (float, int)):
             return False, f"of type {type(got).__name__}; expected a float"
+        if exact_float and isinstance(got, int):
+            return False, "of type int; expected a float (divide with /, not //)"
         return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9), ""
     if kind is list:
         try:
-            values = [int(v) if float(v) == int(v) else float(v) for v in got]
-        except (TypeError, ValueError, OverflowError):
-            return False, f"of type {type(got).__name__}; expected a sequence of numbers"
-        return values == list(expected), ""
+            array = np.asarray(got)
+        except (TypeError, ValueError, RuntimeError):
+            return False, f"of type {type(got).__name__}; expected a 1-D sequence of {len(expected)} ints"
+        if array.ndim != 1:
+            return False, f"of shape {array.shape}; expected a 1-D sequence of {len(expected)} ints"
+        if array.size and array.dtype.kind not in "iu":
+            return False, f"with dtype {array.dtype}; expected ints (counts are whole numbers)"
+        return array.tolist() == list(expected), ""
     if type(got) is not kind:
         return False, f"of type {type(got).__name__}; expected {kind.__name__}"
     return got == expected, ""
@@ -122,8 +134,11 @@ class Answer:
             if self._is_stub(exc):
                 raise _Stub from exc
 
-    def cases(self, cases: Sequence[Case], kind: type = int) -> str:
-        """Call the answer on each case (kind: int, float or list); the first wrong answer fails the check."""
+    def cases(self, cases: Sequence[Case], kind: type = int, exact_float: bool = False) -> str:
+        """Call the answer on each case (kind: int, float or list of ints); the first wrong answer fails the check.
+
+        exact_float=True (the exercise asks for a float): an int fails even when its value is right.
+        """
         for case in cases:
             call = f"{self.name}({', '.join(repr(a) for a in case.args)})"
             expects_error = isinstance(case.expected, type) and issubclass(case.expected, BaseException)
@@ -142,12 +157,58 @@ class Answer:
                 raise Failed(f"{call} raised {type(exc).__name__}: {exc}{expected} ({case.why})") from exc
             if expects_error:
                 raise Failed(f"{call} returned {got!r}; expected {case.expected.__name__} ({case.why})")
-            right, wrong_type = _same(got, case.expected, kind)
+            right, wrong_type = _same(got, case.expected, kind, exact_float)
             if wrong_type:
                 raise Failed(f"{call} returned {got!r} {wrong_type}")
             if not right:
                 raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {case.why}")
         return f"{self.name} is right in all {len(cases)} cases"
+
+
+class StandInClock:
+    """A clock that moves only when a check's stand-in loader or device says so, read through time.perf_counter during a call.
+
+    The check's verdict on a timing answer then depends on what the answer computes, not on how busy the machine is.
+    """
+
+    def __init__(self) -> None:
+        self.now = time.perf_counter()  # start where the real clock is, so the values look like perf_counter's
+        self.reads = 0
+
+    def advance(self, seconds: float) -> None:
+        """Let `seconds` pass."""
+        self.now += seconds
+
+    def wait_until(self, moment: float) -> None:
+        """Let time pass until `moment` (nothing when it is already past)."""
+        self.now = max(self.now, moment)
+
+    def _seconds(self) -> float:
+        self.reads += 1
+        return self.now
+
+    def _nanoseconds(self) -> int:
+        self.reads += 1
+        return round(self.now * 1e9)
+
+    @contextmanager
+    def reading(self, function: Any) -> Iterator[None]:
+        """In the block, time.perf_counter(_ns) read this clock, and so do the names `function`'s module imported them as."""
+        stand_ins = {time.perf_counter: self._seconds, time.perf_counter_ns: self._nanoseconds}
+        names = getattr(function, "__globals__", None)
+        aliases = {key: value for key, value in names.items() if any(value is real for real in stand_ins)} if isinstance(names, dict) else {}
+        originals = {"perf_counter": time.perf_counter, "perf_counter_ns": time.perf_counter_ns}
+        try:
+            for attribute, real in originals.items():
+                setattr(time, attribute, stand_ins[real])
+            for key, real in aliases.items():
+                names[key] = stand_ins[real]  # `from time import perf_counter` in the notebook
+            yield
+        finally:
+            for attribute, real in originals.items():
+                setattr(time, attribute, real)
+            for key, real in aliases.items():
+                names[key] = real
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def _without_replacement(exc: Exception) -> str:
     imbalance.sample_weights(labels), num_samples, generator=torch.Generator().manual_seed(0)), wrong=[
     Wrong(lambda labels, n: WeightedRandomSampler(1.0 / np.bincount(labels), n), "only ever drew indices [0, 1, 2]"),
     Wrong(lambda labels, n: WeightedRandomSampler(imbalance.sample_weights(labels), len(labels), replacement=False), "drew 1000"),
-    Wrong(lambda labels, n: WeightedRandomSampler(torch.ones(len(labels)), n), "shares"),
+    Wrong(lambda labels, n: WeightedRandomSampler(torch.ones(len(labels)), n), "weight each sample by 1 / (its class's count)"),
     Wrong(lambda labels, n: WeightedRandomSampler(imbalance.sample_weights(labels), n, replacement=False),
           "can neither make 3000 draws"),
 ])
@@ -71,9 +71,27 @@ def check_balanced_sampler(answer: Answer) -> str:
                      "per-sample weights, so the sampler chooses among 3 'samples'")
     share = np.bincount(labels[drawn], minlength=3) / len(drawn)
     if np.any(np.abs(share - 1 / 3) > 0.05):
-        raise Failed(f"{call} drew classes in shares {np.round(share, 3).tolist()}; balanced is about 1/3 each "
-                     "(replacement=False cannot rebalance: every index appears at most once)")
+        if len(distinct) == len(drawn):  # no index repeats: drawn without replacement
+            hint = "replacement=False cannot rebalance: every index appears at most once"
+        else:
+            hint = "weight each sample by 1 / (its class's count), so every class gets the same total weight"
+        raise Failed(f"{call} drew classes in shares {np.round(share, 3).tolist()}; balanced is about 1/3 each ({hint})")
     return f"{name} drew classes in shares {np.round(share, 2).tolist()} from {len(distinct)} distinct samples"
+
+
+def _described(value: object) -> str:
+    """A tensor by its shape (its values would fill the screen), anything else by its repr."""
+    return f"a tensor of shape {list(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
+
+
+def _focal_log_of_softmax(logits: torch.Tensor, target: torch.Tensor, gamma: float) -> torch.Tensor:
+    p_t = torch.softmax(logits, dim=1).gather(1, target[:, None]).squeeze(1)
+    return (-((1 - p_t) ** gamma) * torch.log(p_t)).mean()
+
+
+def _focal_without_one_minus(logits: torch.Tensor, target: torch.Tensor, gamma: float) -> torch.Tensor:
+    log_p_t = F.log_softmax(logits, dim=1).gather(1, target[:, None]).squeeze(1)
+    return (-(log_p_t.exp() ** gamma) * log_p_t).mean()
 
 
 @exercise("02.3", "my_focal_loss", right=focal_loss, wrong=[
@@ -81,6 +99,8 @@ def check_balanced_sampler(answer: Answer) -> str:
     Wrong(lambda x, t, g: focal_loss(x, t, g, reduction="sum"), "gamma=0.0) returned 100"),
     Wrong(lambda x, t, g: (-(1 - F.softmax(x, 1)) ** g * F.log_softmax(x, 1)).sum(1).mean(), "gamma=0.0"),  # all classes, not p_t
     Wrong(lambda x, t, g: focal_loss(x, t, g, reduction="none"), "0-d tensor"),
+    Wrong(_focal_log_of_softmax, "F.log_softmax"),  # log(softmax) underflows for a large logit
+    Wrong(_focal_without_one_minus, "(1 - p_t)**gamma"),  # p_t**gamma: right at gamma=0 only
 ])
 def check_focal_loss(answer: Answer) -> str:
     """Exercise 02.3: a focal loss equal to helpers.losses.focal_loss (mean reduction) for several gammas."""
@@ -93,13 +113,30 @@ def check_focal_loss(answer: Answer) -> str:
         with answer.calling(call):
             got = answer.value(logits.clone(), target.clone(), gamma)
         if not isinstance(got, torch.Tensor) or got.ndim != 0:
-            raise Failed(f"{call} returned {got!r}; expected a 0-d tensor (the mean over the batch)")
+            raise Failed(f"{call} returned {_described(got)}; expected a 0-d tensor (the mean over the batch)")
         expected = focal_loss(logits, target, gamma=gamma)
         if not torch.allclose(got.float(), expected, rtol=1e-4, atol=1e-6):
-            hint = " At gamma=0 it must equal F.cross_entropy." if gamma == 0 else " Use p_t, the probability of the *true* class."
+            hint = (" At gamma=0 it must equal F.cross_entropy." if gamma == 0 else
+                    " Multiply -log(p_t) by the focusing factor (1 - p_t)**gamma, where p_t is the softmax probability "
+                    "of each sample's *true* class.")
             raise Failed(f"{call} returned {got.item():.5f}, expected {expected.item():.5f}.{hint}")
+    confident = torch.tensor([[200.0, 0.0], [0.0, 200.0], [1.0, -1.0]])  # sample 0's true class has p_t = exp(-200)
+    confident_target = torch.tensor([1, 1, 0])
+    for gamma in (0.0, 2.0):
+        call = f"{name}(logits {confident.tolist()}, target {confident_target.tolist()}, gamma={gamma})"
+        with answer.calling(call):
+            got = answer.value(confident.clone(), confident_target.clone(), gamma)
+        expected = focal_loss(confident, confident_target, gamma=gamma)
+        if not isinstance(got, torch.Tensor) or got.ndim != 0:
+            raise Failed(f"{call} returned {_described(got)}; expected a 0-d tensor (the mean over the batch)")
+        if not torch.isfinite(got):
+            raise Failed(f"{call} returned {got.item()}, expected {expected.item():.5f}: softmax gives p_t = exp(-200), "
+                         "which is 0 in float32, and log(0) = -inf. Compute log(p_t) with F.log_softmax, which stays finite")
+        if not torch.allclose(got.float(), expected, rtol=1e-4, atol=1e-6):
+            raise Failed(f"{call} returned {got.item():.5f}, expected {expected.item():.5f}: compute log(p_t) with "
+                         "F.log_softmax and gather the true class's column")
     assert torch.allclose(focal_loss(logits, target, gamma=0.0), F.cross_entropy(logits, target))
-    return f"{name} matches helpers.losses.focal_loss for gamma 0, 1, 2, 5 (and cross-entropy at 0)"
+    return f"{name} matches helpers.losses.focal_loss for gamma 0, 1, 2, 5 (and cross-entropy at 0), also for logits of 200"
 
 
 COVERAGE_CASES: tuple[Case, ...] = (

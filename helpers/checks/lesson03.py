@@ -1,6 +1,7 @@
 """Lesson 03's self-checks: steady samples/s, the knee of a sweep, `__getitems__`, seeding workers."""
 from __future__ import annotations
 
+import math
 import multiprocessing
 import time
 from collections.abc import Iterator
@@ -10,20 +11,20 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, get_worker_info
 
-from helpers.checks.core import Answer, Case, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, StandInClock, Wrong, exercise
 from helpers.workloads import InMemoryDataset, NumpyRngDataset
 
 
-class _TimedBatches:
-    """A stand-in loader: the first batch after `first_s` (worker start-up), then one every `every_s`; counts what was drawn."""
+class _ClockedBatches:
+    """A stand-in loader on a stand-in clock: batch k arrives seconds[k] after batch k-1 (the last entry repeats); counts what was drawn."""
 
-    def __init__(self, first_s: float, every_s: float, batch_size: int, total: int) -> None:
-        self.first_s, self.every_s, self.batch_size, self.total = first_s, every_s, batch_size, total
+    def __init__(self, clock: StandInClock, seconds: list[float], batch_size: int, total: int) -> None:
+        self.clock, self.seconds, self.batch_size, self.total = clock, seconds, batch_size, total
         self.drawn = 0
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for index in range(self.total):
-            time.sleep(self.first_s if index == 0 else self.every_s)
+            self.clock.advance(self.seconds[min(index, len(self.seconds) - 1)])
             self.drawn += 1
             yield torch.zeros(self.batch_size, 3), torch.zeros(self.batch_size, dtype=torch.int64)
 
@@ -52,29 +53,125 @@ def _steady_whole_epoch(loader: Any, warmup_batches: int, num_batches: int) -> f
     return sum(len(batch[0]) for batch in loader) / (time.perf_counter() - start)
 
 
+def _steady_counts_warmup(loader: Any, warmup_batches: int, num_batches: int) -> float:
+    iterator = iter(loader)
+    samples = sum(len(next(iterator)[0]) for _ in range(warmup_batches))
+    start = time.perf_counter()
+    samples += sum(len(next(iterator)[0]) for _ in range(num_batches))
+    return samples / (time.perf_counter() - start)
+
+
+def _steady_clock_after_first_timed(loader: Any, warmup_batches: int, num_batches: int) -> float:
+    samples = 0
+    for index, batch in enumerate(loader):
+        if index == warmup_batches:  # batch `index` has already arrived when the loop body runs
+            start = time.perf_counter()
+        if index >= warmup_batches:
+            samples += len(batch[0])
+        if index + 1 == warmup_batches + num_batches:
+            break
+    return samples / (time.perf_counter() - start)
+
+
+def _steady_startup_timed_samples(loader: Any, warmup_batches: int, num_batches: int) -> float:
+    start, samples = time.perf_counter(), 0
+    for index, batch in enumerate(loader):
+        if index >= warmup_batches:
+            samples += len(batch[0])
+        if index + 1 == warmup_batches + num_batches:
+            break
+    return samples / (time.perf_counter() - start)
+
+
+def _steady_clock_after_first_timed_counted_after(loader: Any, warmup_batches: int, num_batches: int) -> float:
+    samples = 0
+    for index, batch in enumerate(loader):
+        if index == warmup_batches:
+            start = time.perf_counter()
+        elif index > warmup_batches:
+            samples += len(batch[0])
+        if index + 1 == warmup_batches + num_batches:
+            break
+    return samples / (time.perf_counter() - start)
+
+
+def _steady_monotonic(loader: Any, warmup_batches: int, num_batches: int) -> float:
+    iterator = iter(loader)
+    for _ in range(warmup_batches):
+        next(iterator)
+    start = time.monotonic()
+    samples = sum(len(next(iterator)[0]) for _ in range(num_batches))
+    return samples / max(time.monotonic() - start, 1e-9)
+
+
+def _steady_seconds(loader: Any, warmup_batches: int, num_batches: int) -> float:
+    iterator = iter(loader)
+    for _ in range(warmup_batches):
+        next(iterator)
+    start = time.perf_counter()
+    for _ in range(num_batches):
+        next(iterator)
+    return time.perf_counter() - start
+
+
 @exercise("03.1", "steady_samples_per_s", right=steady_right, wrong=[
-    Wrong(_steady_with_startup, "Start the clock after the warm-up"),
+    Wrong(_steady_with_startup, "started the clock before the warm-up"),
     Wrong(_steady_whole_epoch, "drew 40 batches"),
     Wrong(lambda loader, w, n: int(steady_right(loader, w, n) > 0), "samples/s"),
+    Wrong(_steady_counts_warmup, "counted the warm-up batches' samples"),
+    Wrong(_steady_startup_timed_samples, "started the clock before the warm-up"),
+    Wrong(_steady_clock_after_first_timed, "started the clock after the first timed batch"),
+    Wrong(_steady_clock_after_first_timed_counted_after, "started the clock after the first timed batch"),
+    Wrong(_steady_seconds, "looks like seconds"),
+    Wrong(lambda loader, w, n: steady_right(loader, w, n) / 8, "batches per second"),  # the check's batches hold 8 samples
+    Wrong(_steady_monotonic, "never read time.perf_counter()"),
 ])
 def check_steady_samples_per_s(answer: Answer) -> str:
-    """Exercise 03.1: samples/s after warm-up, with start-up (the first batch) left out."""
+    """Exercise 03.1: samples/s of the timed batches after warm-up, with start-up (the first batch) left out."""
     name = answer.name
-    loader = _TimedBatches(first_s=0.3, every_s=0.01, batch_size=8, total=40)
-    call = f"{name}(loader whose first batch takes 300 ms and then one batch of 8 every 10 ms, warmup_batches=1, num_batches=10)"
-    with answer.calling(call):
-        got = answer.value(loader, 1, 10)
+    warmup, timed, size = 2, 10, 8
+    seconds = [0.3, 0.01, 0.04, 0.01]  # start-up, a warm-up batch, the first timed batch (slower), then 10 ms each
+    clock = StandInClock()
+    loader = _ClockedBatches(clock, seconds, size, total=40)
+    call = (f"{name}(loader, warmup_batches={warmup}, num_batches={timed}) on a stand-in loader of batches of {size} "
+            "(the first takes 300 ms to start up, the third 40 ms, every other 10 ms)")
+    with clock.reading(answer.value), answer.calling(call):
+        got = answer.value(loader, warmup, timed)
     if isinstance(got, bool) or not isinstance(got, (int, float)):
         raise Failed(f"{call} returned {got!r}; expected samples per second as a float")
-    if loader.drawn != 11:
-        raise Failed(f"{call} drew {loader.drawn} batches; it should draw warmup_batches + num_batches = 11 and stop")
-    if got < 300:
-        raise Failed(f"{call} returned {got:.0f} samples/s; the steady rate is about 800. "
-                     "Start the clock after the warm-up batches: the first batch's 300 ms is start-up, not throughput")
-    if got > 840:
-        raise Failed(f"{call} returned {got:.0f} samples/s, faster than the loader can deliver (at most 800): "
-                     "count only the samples of the timed batches (not the warm-up ones), over the time they took")
-    return f"{name} measured {got:.0f} samples/s (the loader delivers at most 800 after start-up)"
+    if clock.reads == 0:
+        raise Failed(f"{call} never read time.perf_counter(): time the batches with time.perf_counter() (the check "
+                     "replaces it with the stand-in loader's clock, so other clocks see no time pass)")
+    if loader.drawn != warmup + timed:
+        raise Failed(f"{call} drew {loader.drawn} batches; it should draw warmup_batches + num_batches = {warmup + timed} and stop")
+    arrival = [seconds[min(k, len(seconds) - 1)] for k in range(warmup + timed)]
+    timed_s, right = sum(arrival[warmup:]), timed * size / sum(arrival[warmup:])
+    if math.isclose(got, right, rel_tol=1e-6):
+        return f"{name} measured {got:.1f} samples/s, the stand-in loader's rate over the {timed} timed batches"
+    mistakes = [
+        ((warmup + timed) * size / timed_s, "counted the warm-up batches' samples: count only the samples of the "
+                                            "num_batches timed batches"),
+        ((warmup + timed) * size / sum(arrival), "started the clock before the warm-up: start it after the warm-up "
+                                                 "batches, so the first batch's 300 ms of start-up is left out"),
+        (timed * size / sum(arrival), "started the clock before the warm-up: start it after the warm-up batches, so "
+                                      "the first batch's 300 ms of start-up is left out"),
+        (timed * size / sum(arrival[warmup + 1:]), "started the clock after the first timed batch had arrived: read the "
+                                                   "clock once the warm-up batches are drawn, before drawing the first timed "
+                                                   "one (in a for loop over the loader, the body runs after its batch arrived)"),
+        ((timed - 1) * size / sum(arrival[warmup + 1:]), "started the clock after the first timed batch had arrived: read "
+                                                         "the clock once the warm-up batches are drawn, before drawing the first "
+                                                         "timed one (in a for loop over the loader, the body runs after its batch arrived)"),
+        (timed / timed_s, "counted batches per second: count samples, len(batch[0]) per batch"),
+    ]
+    for value, mistake in mistakes:
+        if math.isclose(got, value, rel_tol=1e-6):
+            raise Failed(f"{call} returned {got:.1f}, expected {right:.1f} samples/s: it {mistake}")
+    if got < 1:
+        raise Failed(f"{call} returned {got:.4g}; that looks like seconds (the timed batches take {timed_s:.2f} s). "
+                     f"Return samples per second: the timed batches' samples / their seconds = {right:.1f}")
+    raise Failed(f"{call} returned {got:.1f} samples/s; expected {right:.1f}: the {timed} timed batches (after the "
+                 f"{warmup} warm-up ones) hold {timed * size} samples and take {timed_s * 1000:.0f} ms. Start the clock after "
+                 "the warm-up batches, count only the timed batches' samples, and read the clock after the last one")
 
 
 KNEE_CASES: tuple[Case, ...] = (
@@ -82,6 +179,10 @@ KNEE_CASES: tuple[Case, ...] = (
     Case(([0, 2, 4, 8, 16], [50.0, 100.0, 200.0, 390.0, 400.0]), 8, "8 workers reach 97.5 % of the best; 4 only 50 %"),
     Case(([0, 1], [100.0, 100.0]), 0, "when no value beats the first by more than the tolerance, the smallest value is the knee"),
     Case(([0, 1, 2, 4], [100.0, 190.0, 370.0, 380.0], 0.02), 4, "with tolerance=0.02 only 4 workers are within 2 % of the best: use the tolerance argument"),
+    Case(([0, 1, 2, 4], [100.0, 105.0, 300.0, 310.0]), 2, "a plateau (100 -> 105) comes before the jump to 300: judge every "
+         "value against the best (310), not each step against the one before"),
+    Case(([0, 1, 2, 4], [100.0, 300.0, 400.0, 200.0]), 2, "the best (400) need not be the last value: compare with "
+         "max(samples_per_s), and 300 is below 90 % of 400"),
     Case(([0, 1, 2], [100.0, 200.0]), ValueError, "values and samples_per_s must have the same length"),
 )
 
@@ -93,6 +194,15 @@ def knee_right(values: list[int], rates: list[float], tolerance: float = 0.1) ->
     return min(v for v, r in zip(values, rates) if r >= (1 - tolerance) * max(rates))
 
 
+def _knee_first_small_gain(values: list[int], rates: list[float], tolerance: float = 0.1) -> int:
+    if len(values) != len(rates):
+        raise ValueError(f"values and samples_per_s must have the same length, got {len(values)} and {len(rates)}")
+    for index in range(1, len(rates)):
+        if rates[index] < (1 + tolerance) * rates[index - 1]:
+            return values[index - 1]
+    return values[-1]
+
+
 @exercise("03.2", "knee", right=knee_right, wrong=[
     Wrong(lambda values, rates, tolerance=0.1: values[int(np.argmax(rates))] if len(values) == len(rates) else knee_right(values, rates),
           "returned 4"),  # the best, not the knee
@@ -100,6 +210,9 @@ def knee_right(values: list[int], rates: list[float], tolerance: float = 0.1) ->
     Wrong(lambda values, rates, tolerance=0.1: min(v for v, r in zip(values, rates) if r >= (1 - tolerance) * max(rates)),
           "expected ValueError"),
     Wrong(lambda values, rates, tolerance=0.1: knee_right(values, rates, 0.1), "use the tolerance argument"),
+    Wrong(_knee_first_small_gain, "returned 0, expected 2"),
+    Wrong(lambda values, rates, tolerance=0.1: min(v for v, r in zip(values, rates) if r >= (1 - tolerance) * rates[-1])
+          if len(values) == len(rates) else knee_right(values, rates), "returned 1, expected 2"),  # against the last value
 ])
 def check_knee(answer: Answer) -> str:
     """Exercise 03.2: the smallest num_workers whose samples/s is within 10 % of the sweep's best."""
@@ -122,7 +235,13 @@ class _GetitemsPreStacked(InMemoryDataset):
 
 class _GetitemsSorted(InMemoryDataset):
     def __getitems__(self, indices: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [self[i] for i in sorted(indices)]
+        rows = torch.as_tensor(sorted(indices))
+        return list(zip(self.features[rows], self.labels[rows]))
+
+
+class _GetitemsOneAtATime(InMemoryDataset):
+    def __getitems__(self, indices: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [self[i] for i in indices]
 
 
 class _GetitemsFeaturesOnly(InMemoryDataset):
@@ -134,6 +253,7 @@ class _GetitemsFeaturesOnly(InMemoryDataset):
     Wrong(_GetitemsPreStacked, "one sample per index"),
     Wrong(_GetitemsSorted, "wrong rows"),
     Wrong(_GetitemsFeaturesOnly, "(features, label) pair"),
+    Wrong(_GetitemsOneAtATime, "index the tensors once per batch"),
     Wrong(InMemoryDataset, "raised AttributeError"),
     Wrong("not a class", "expected a subclass of helpers.workloads.InMemoryDataset"),
 ])
@@ -142,9 +262,20 @@ def check_getitems(answer: Answer) -> str:
     name, dataset_class = answer.name, answer.value
     if not (isinstance(dataset_class, type) and issubclass(dataset_class, InMemoryDataset)):
         raise Failed(f"expected a subclass of helpers.workloads.InMemoryDataset, got {dataset_class!r}")
-    dataset = dataset_class(num_items=1000, seed=3)
+    one_at_a_time = []
+
+    def counted_getitem(self: Any, index: int) -> Any:
+        one_at_a_time.append(index)
+        return dataset_class.__getitem__(self, index)
+
+    # a subclass that counts __getitem__ calls: self[i] looks __getitem__ up on the class, not on the instance
+    dataset = type(dataset_class.__name__, (dataset_class,), {"__getitem__": counted_getitem})(num_items=1000, seed=3)
     with answer.calling(f"{name}([5, 1, 2])"):
         direct = dataset.__getitems__([5, 1, 2])
+    if one_at_a_time:
+        raise Failed(f"{name}([5, 1, 2]) called __getitem__ {len(one_at_a_time)} times, one sample at a time, which is what "
+                     "the DataLoader already does: index the tensors once per batch (self.features.index_select(0, rows), "
+                     "self.labels.index_select(0, rows) with rows = torch.as_tensor(indices)) and pair up the rows")
     if not isinstance(direct, list) or len(direct) != 3:
         got = f"a {type(direct).__name__}" + (f" of {len(direct)} items" if hasattr(direct, "__len__") else "")
         raise Failed(f"{name}([5, 1, 2]) returned {got}; return a list with one sample per index, "

@@ -84,6 +84,12 @@ def _rank_loader_seed_per_rank(dataset: Any, labels: Any, rank: int, world_size:
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
 
 
+def _rank_loader_class_weights(dataset: Any, labels: Any, rank: int, world_size: int, batch_size: int) -> DataLoader:
+    class_weights = 1.0 / np.bincount(np.asarray(labels))
+    sampler = DistributedWeightedSampler(class_weights, num_replicas=world_size, rank=rank, seed=0)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+
 def _rank_loader_with_shuffle(dataset: Any, labels: Any, rank: int, world_size: int, batch_size: int) -> DataLoader:
     loader = rank_loader_right(dataset, labels, rank, world_size, batch_size)
     return DataLoader(dataset, batch_size=batch_size, sampler=loader.sampler, shuffle=True)
@@ -95,6 +101,9 @@ def _rank_loader_with_shuffle(dataset: Any, labels: Any, rank: int, world_size: 
     Wrong(_rank_loader_unweighted, "the draws follow the data, not the weights"),
     Wrong(_rank_loader_seed_per_rank, "every rank must use the same seed"),
     Wrong(_rank_loader_with_shuffle, "raised ValueError"),
+    Wrong(lambda dataset, labels, rank, world_size, batch_size: DataLoader(dataset, sampler=rank_loader_right(
+        dataset, labels, rank, world_size, batch_size).sampler), "batches of [1] samples; pass batch_size=batch_size"),
+    Wrong(_rank_loader_class_weights, "one weight per sample"),
 ])
 def check_rank_loader(answer: Answer) -> str:
     """Exercise 05.2: a rank's DataLoader drawing its own, class-balanced shard with DistributedWeightedSampler."""
@@ -107,8 +116,19 @@ def check_rank_loader(answer: Answer) -> str:
         with answer.calling(f"{name}(dataset, labels, rank={rank}, world_size=2, batch_size=50)"):
             loader = answer.value(dataset, labels, rank, 2, 50)
             batches = list(loader)
-        if isinstance(getattr(loader, "sampler", None), DistributedWeightedSampler):
-            seeds.append(loader.sampler.seed)
+        sampler = getattr(loader, "sampler", None)
+        weights = getattr(sampler, "weights", None)
+        if weights is not None and len(weights) != len(labels):
+            per_class = ": one weight per class" if len(weights) == int(labels.max()) + 1 else ""
+            raise Failed(f"the sampler was given {len(weights)} weights for {len(labels)} samples{per_class}. "
+                         "A weighted sampler needs one weight per sample: index the class weights by the labels "
+                         "(helpers.imbalance.sample_weights(labels) does it)")
+        if isinstance(sampler, DistributedWeightedSampler):
+            seeds.append(sampler.seed)
+        sizes = [len(index) for index, _ in batches]
+        if any(size != 50 for size in sizes[:-1]) or (sizes and sizes[-1] > 50):
+            raise Failed(f"rank {rank}'s loader gave batches of {sorted(set(sizes))} samples; pass batch_size=batch_size "
+                         "to the DataLoader (the check asks for 50)")
         indices = [int(i) for index, _ in batches for i in index]
         drawn.append(indices)
         counts.append(np.bincount(labels[indices].numpy(), minlength=3))
