@@ -143,7 +143,7 @@ def _lesson_verdict(env: EnvReport, stem: str, needs: str) -> LessonVerdict:
     if needs == "1 gpu":
         if env.gpu_count >= 1:
             return LessonVerdict(stem, NEEDS[needs], True, f"GPU measurements run on {env.gpu_names[0]}")
-        return LessonVerdict(stem, NEEDS[needs], False, "no CUDA GPU: GPU measurements are skipped, each with a line saying so")
+        return LessonVerdict(stem, NEEDS[needs], False, "no CUDA GPU: each GPU measurement is skipped with a line saying so, the H200 reference drawn instead")
     if needs == "2+ gpus":
         if env.gpu_count >= 2 and env.nccl_available:
             return LessonVerdict(stem, NEEDS[needs], True, f"{env.gpu_count} ranks on nccl, one per GPU")

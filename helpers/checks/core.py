@@ -196,7 +196,9 @@ class StandInClock:
         """In the block, time.perf_counter(_ns) read this clock, and so do the names `function`'s module imported them as."""
         stand_ins = {time.perf_counter: self._seconds, time.perf_counter_ns: self._nanoseconds}
         names = getattr(function, "__globals__", None)
-        aliases = {key: value for key, value in names.items() if any(value is real for real in stand_ins)} if isinstance(names, dict) else {}
+        aliases = {}
+        if isinstance(names, dict):
+            aliases = {key: value for key, value in names.items() if any(value is real for real in stand_ins)}
         originals = {"perf_counter": time.perf_counter, "perf_counter_ns": time.perf_counter_ns}
         try:
             for attribute, real in originals.items():

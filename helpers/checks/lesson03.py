@@ -148,19 +148,17 @@ def check_steady_samples_per_s(answer: Answer) -> str:
     timed_s, right = sum(arrival[warmup:]), timed * size / sum(arrival[warmup:])
     if math.isclose(got, right, rel_tol=1e-6):
         return f"{name} measured {got:.1f} samples/s, the stand-in loader's rate over the {timed} timed batches"
+    early = ("started the clock before the warm-up: start it after the warm-up batches, so the first batch's 300 ms "
+             "of start-up is left out")
+    late = ("started the clock after the first timed batch had arrived: read the clock once the warm-up batches are "
+            "drawn, before drawing the first timed one (in a for loop over the loader, the body runs after its batch arrived)")
     mistakes = [
         ((warmup + timed) * size / timed_s, "counted the warm-up batches' samples: count only the samples of the "
                                             "num_batches timed batches"),
-        ((warmup + timed) * size / sum(arrival), "started the clock before the warm-up: start it after the warm-up "
-                                                 "batches, so the first batch's 300 ms of start-up is left out"),
-        (timed * size / sum(arrival), "started the clock before the warm-up: start it after the warm-up batches, so "
-                                      "the first batch's 300 ms of start-up is left out"),
-        (timed * size / sum(arrival[warmup + 1:]), "started the clock after the first timed batch had arrived: read the "
-                                                   "clock once the warm-up batches are drawn, before drawing the first timed "
-                                                   "one (in a for loop over the loader, the body runs after its batch arrived)"),
-        ((timed - 1) * size / sum(arrival[warmup + 1:]), "started the clock after the first timed batch had arrived: read "
-                                                         "the clock once the warm-up batches are drawn, before drawing the first "
-                                                         "timed one (in a for loop over the loader, the body runs after its batch arrived)"),
+        ((warmup + timed) * size / sum(arrival), early),
+        (timed * size / sum(arrival), early),
+        (timed * size / sum(arrival[warmup + 1:]), late),
+        ((timed - 1) * size / sum(arrival[warmup + 1:]), late),
         (timed / timed_s, "counted batches per second: count samples, len(batch[0]) per batch"),
     ]
     for value, mistake in mistakes:

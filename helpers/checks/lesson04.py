@@ -229,7 +229,7 @@ def _snapshot(batch: Any) -> list[tuple[str, int]]:
     Wrong(_move_lists_in_place, "changed the input batch"),
 ])
 def check_move_to(answer: Answer) -> str:
-    """Exercise 04.2: every tensor of a nested batch moved to the device with the given non_blocking, the structure and other values kept."""
+    """Exercise 04.2: every tensor of a nested batch moved with the given non_blocking, the structure and other values kept."""
     name = answer.name
     pair = collections.namedtuple("Pair", "image mask")
     batch = {"pixels": torch.ones(2, 3), "extra": [torch.arange(2), "id-7", 3], "pair": pair(torch.zeros(1), torch.ones(1)),
@@ -337,7 +337,7 @@ def _prefetched_bare_next(batches: Iterable[Any], copy: Callable[[Any], Any]) ->
     Wrong(_prefetched_naive, "start the next copy, then yield the current batch"),
     Wrong(_prefetched_everything_first, "stay one batch ahead"),
     Wrong(_prefetched_drops_last, "expected copy(batch) of each, in order"),
-    Wrong(_prefetched_bare_next, "an empty loader must end the generator cleanly"),
+    Wrong(_prefetched_bare_next, "An empty loader must end the generator cleanly"),
 ])
 def check_prefetched(answer: Answer) -> str:
     """Exercise 04.3: copy(batch k+1) is started before batch k is handed out, one batch ahead at most, order kept."""
