@@ -105,3 +105,62 @@ def test_exercise_refuses_a_second_check_for_one_id():
     with pytest.raises(ValueError, match="'00.1' is checked by both check_workers_per_rank and check_something_else"):
         core.exercise("00.1", "x", right=None, wrong=[])(check_something_else)
     assert checks.REGISTRY["00.1"].check is checks.check_workers_per_rank
+
+
+RIGHT_WITH_IMPORTED_CLOCKS = '''
+from time import perf_counter as clock, perf_counter_ns
+
+def steady_samples_per_s(loader, warmup_batches, num_batches):
+    iterator = iter(loader)
+    for _ in range(warmup_batches):
+        next(iterator)
+    start = clock()
+    samples = sum(len(next(iterator)[0]) for _ in range(num_batches))
+    return samples / (clock() - start)
+
+def gb_per_s(copy, synchronize, num_bytes, repeats=5):
+    copy()
+    synchronize()
+    seconds = []
+    for _ in range(repeats):
+        start = perf_counter_ns()
+        copy()
+        synchronize()
+        seconds.append((perf_counter_ns() - start) / 1e9)
+    return num_bytes / sorted(seconds)[len(seconds) // 2] / 1e9
+'''
+
+
+def test_timing_checks_accept_the_clock_imported_by_name():
+    """`from time import perf_counter` (or perf_counter_ns) in the notebook reads the check's stand-in clock too."""
+    import time
+
+    namespace = {}
+    exec(RIGHT_WITH_IMPORTED_CLOCKS, namespace)
+    real = time.perf_counter, time.perf_counter_ns
+    assert checks.check_steady_samples_per_s(namespace["steady_samples_per_s"]).passed
+    assert checks.check_gb_per_s(namespace["gb_per_s"]).passed
+    assert (time.perf_counter, time.perf_counter_ns) == real
+    assert namespace["clock"] is real[0] and namespace["perf_counter_ns"] is real[1]
+
+
+def test_timing_checks_give_the_real_clock_back_when_the_answer_raises():
+    import time
+
+    real = time.perf_counter
+
+    def broken(loader, warmup_batches, num_batches):
+        time.perf_counter()
+        raise ZeroDivisionError("division by zero")
+
+    verdict = checks.check_steady_samples_per_s(broken)
+    assert verdict.status == "failed" and "ZeroDivisionError" in verdict.detail
+    assert time.perf_counter is real
+
+
+def test_balanced_sampler_blames_replacement_only_when_no_index_repeats():
+    import torch
+    from torch.utils.data import WeightedRandomSampler
+
+    verdict = checks.check_balanced_sampler(lambda labels, n: WeightedRandomSampler(torch.ones(len(labels)), n))
+    assert verdict.status == "failed" and "replacement=False" not in verdict.detail, verdict
