@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,12 @@ class CaughtError:
 def _type_names(expected: type[BaseException] | tuple[type[BaseException], ...]) -> str:
     types = expected if isinstance(expected, tuple) else (expected,)
     return " or ".join(t.__name__ for t in types)
+
+
+def wrapped(text: str, width: int = 100) -> str:
+    """`text` with each line over `width` characters broken between words, never inside one (printed error messages)."""
+    return "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False) or line
+                     for line in text.splitlines()) if text else text
 
 
 @contextmanager
@@ -45,7 +52,7 @@ def expect_error(
         # Drop the traceback: its frames would keep the failing objects (a DataLoader iterator and its
         # worker processes) alive in a reference cycle until some later garbage collection.
         caught.exception = exc.with_traceback(None)
-        print(f"{type(exc).__name__}: {exc}")
+        print(wrapped(f"{type(exc).__name__}: {exc}"))
         return
     except Exception as exc:
         raise AssertionError(

@@ -233,7 +233,7 @@ class LoaderSweep:
                          f"{row.first_batch_s * 1000:,.0f} ms")
         if self.ceilings:
             each = ", ".join(f"{c:.2f}x" for c in self.ceilings)
-            lines.append(f"ceiling: {self.ceiling_processes} plain processes ran {self.ceiling:.2f}x faster than one "
+            lines.append(f"ceiling: {self.ceiling_processes} plain processes ran at {self.ceiling:.2f}x the speed of one "
                          f"(median of the rounds: {each})")
         return "\n".join(lines)
 

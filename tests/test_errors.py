@@ -35,3 +35,22 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="match must be"):
         with expect_error(ValueError, match=3):
             pass
+
+
+def test_long_messages_are_printed_whole_words_per_line(capsys):
+    message = "pin_memory=True requires a CUDA or other accelerator backend; no pinned memory allocator is available on this system."
+    with expect_error(RuntimeError, match="no pinned memory allocator"):
+        raise RuntimeError(message)
+    out = capsys.readouterr().out
+    assert out == ("RuntimeError: pin_memory=True requires a CUDA or other accelerator backend; no pinned memory\n"
+                   "allocator is available on this system.\n")  # 93 characters, then the rest: under 100 each
+    assert " ".join(out.split()) == " ".join(f"RuntimeError: {message}".split())  # every word, in order, none cut
+
+
+def test_wrapped_keeps_short_lines_blank_lines_and_long_words():
+    from helpers.errors import wrapped
+
+    assert wrapped("short\n\nlines") == "short\n\nlines"
+    path = "/a/" + "x" * 120
+    assert wrapped(f"see {path} now") == f"see\n{path}\nnow"  # a token longer than the width stays whole
+    assert wrapped("") == ""

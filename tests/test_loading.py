@@ -376,7 +376,7 @@ def test_speedup_is_the_median_of_per_round_ratios():
     sweep = fake_sweep({0: [100.0, 50.0, 100.0], 2: [200.0, 100.0, 200.0]}, ceilings=[1.9, 1.1, 2.0])
     assert sweep.round_speedups(2) == (2.0, 2.0, 2.0) and sweep.speedup(2) == 2.0 and sweep.speedup(0) == 1.0
     assert sweep.speedup(0, baseline=2) == 0.5 and sweep.ceiling == 1.9
-    assert "ceiling: 2 plain processes ran 1.90x" in str(sweep)
+    assert "ceiling: 2 plain processes ran at 1.90x" in str(sweep)
     with pytest.raises(ValueError, match=r"value must be one of the swept values \[0, 2\], got 4"):
         sweep.speedup(4)
 
@@ -486,7 +486,7 @@ def test_sweep_table_by_hand():
         "             |    (median) |       (of rounds) |  (median, paired) |",
         "           0 |         110 |           100-120 |             1.00x | 20 ms",
         "           2 |         240 |           200-260 |             2.17x | 2,000 ms",
-        "ceiling: 2 plain processes ran 1.80x faster than one (median of the rounds: 1.80x, 1.60x, 1.90x)"]
+        "ceiling: 2 plain processes ran at 1.80x the speed of one (median of the rounds: 1.80x, 1.60x, 1.90x)"]
 
 
 def test_sweep_round_trips_through_its_dict_by_hand():
