@@ -164,3 +164,22 @@ def test_balanced_sampler_blames_replacement_only_when_no_index_repeats():
 
     verdict = checks.check_balanced_sampler(lambda labels, n: WeightedRandomSampler(torch.ones(len(labels)), n))
     assert verdict.status == "failed" and "replacement=False" not in verdict.detail, verdict
+
+
+def test_balanced_loader_judges_a_sampler_without_weights_by_one_epoch_of_its_draws():
+    """07.1 reads class shares off a weighted sampler's weights; any other sampler (here a list of indices) by its draws."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from helpers.imbalance import sample_weights
+
+    def drawn_by(scheme):
+        def balanced_loader(dataset, batch_size):
+            weights = sample_weights(dataset.targets, scheme)
+            order = torch.multinomial(weights, len(dataset), True, generator=torch.Generator().manual_seed(1)).tolist()
+            return DataLoader(dataset, batch_size=batch_size, sampler=order)
+        return balanced_loader
+
+    assert checks.check_balanced_loader(drawn_by("inverse")).passed
+    verdict = checks.check_balanced_loader(drawn_by("effective"))
+    assert verdict.status == "failed" and "one epoch of its sampler's draws (2220 indices)" in verdict.detail, verdict

@@ -16,6 +16,8 @@ WORKERS_PER_RANK_CASES: tuple[Case, ...] = (
     Case((8, 0), ValueError, "a node runs at least one rank: ranks_per_node=0 is bad input", ("ranks_per_node", "0")),
     Case((0, 1), ValueError, "a machine has at least one usable core: usable_cores=0 is bad input", ("usable_cores", "0")),
     Case((-1, 1), ValueError, "a negative core count is bad input too: check `< 1`, not `== 0`", ("usable_cores", "-1")),
+    Case((8, -1), ValueError, "a negative rank count is bad input too (max(0, ...) would hide it): check ranks_per_node `< 1`, "
+         "not `== 0`", ("ranks_per_node", "-1")),
 )
 
 
@@ -30,6 +32,14 @@ def workers_per_rank_right(usable_cores: int, ranks_per_node: int) -> int:
 def _raises(error: Exception) -> int:
     """Raise `error` (a wrong answer's bad-input branch)."""
     raise error
+
+
+def _ranks_checked_against_zero(usable_cores: int, ranks_per_node: int) -> int:
+    if usable_cores < 1:
+        raise ValueError(f"usable_cores must be at least 1, got {usable_cores}")
+    if ranks_per_node == 0:  # a negative count slips through, and max(0, ...) hides it
+        raise ValueError(f"ranks_per_node must be at least 1, got {ranks_per_node}")
+    return max(0, (usable_cores + 1) // ranks_per_node - 1)
 
 
 @exercise("00.1", "workers_per_rank", right=workers_per_rank_right, wrong=[
@@ -47,6 +57,7 @@ def _raises(error: Exception) -> int:
           "expected ValueError"),  # the wrong exception type
     Wrong(lambda c, r: workers_per_rank_right(max(c, 1), r) if c != 0 else workers_per_rank_right(c, r),
           "check `< 1`, not `== 0`"),  # checks `== 0` instead of `< 1`
+    Wrong(_ranks_checked_against_zero, "workers_per_rank(8, -1) returned 0; expected ValueError"),  # `== 0` for ranks_per_node
 ])
 def check_workers_per_rank(answer: Answer) -> str:
     """Exercise 00.1: num_workers per rank so that ranks x (1 main + workers) is at most the usable cores + 1."""

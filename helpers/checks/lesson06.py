@@ -6,6 +6,7 @@ import multiprocessing
 import pickle
 import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,21 @@ def my_shards_right(shards: list[str], rank: int, world_size: int, worker_id: in
     return shards[rank::world_size][worker_id::max(1, num_workers)]
 
 
-# (number of shards, world_size, num_workers): even and uneven splits, the main process reading, more readers than shards
-SHARD_SPLITS = ((12, 4, 3), (10, 2, 2), (5, 2, 0), (3, 2, 2))
+# (number of shards, world_size, num_workers): even and uneven splits, the main process reading, more readers than shards,
+# and 10 shards per rank for 4 workers (blocks of 10 // 4 or of ceil(10 / 4) shards give the workers unequal shares)
+SHARD_SPLITS = ((12, 4, 3), (10, 2, 2), (5, 2, 0), (3, 2, 2), (20, 2, 4))
+
+
+def _shards_rest_to_last(shards: list[str], rank: int, world_size: int, worker_id: int, num_workers: int) -> list[str]:
+    mine, readers = shards[rank::world_size], max(1, num_workers)
+    per = len(mine) // readers  # the last worker also takes the remainder
+    return mine[worker_id * per:] if worker_id == readers - 1 else mine[worker_id * per:(worker_id + 1) * per]
+
+
+def _shards_ceil_blocks(shards: list[str], rank: int, world_size: int, worker_id: int, num_workers: int) -> list[str]:
+    mine = shards[rank::world_size]
+    per = math.ceil(len(mine) / max(1, num_workers))  # blocks of the rounded-up size: the last workers get fewer, or none
+    return mine[worker_id * per:(worker_id + 1) * per]
 
 
 @exercise("06.1", "my_shards", right=my_shards_right, wrong=[
@@ -36,6 +50,10 @@ SHARD_SPLITS = ((12, 4, 3), (10, 2, 2), (5, 2, 0), (3, 2, 2))
     Wrong(lambda shards, rank, world_size, worker_id, num_workers: shards if rank == worker_id == 0 else [], "equal shares"),
     Wrong(lambda shards, rank, world_size, worker_id, num_workers: (s for s in shards[rank::world_size][worker_id::max(1, num_workers)]),
           "a generator is used up"),
+    Wrong(_shards_rest_to_last, "the readers take [2, 2, 2, 4, 2, 2, 2, 4] shards"),
+    Wrong(_shards_ceil_blocks, "the readers take [3, 3, 3, 1, 3, 3, 3, 1] shards"),
+    Wrong(lambda shards, rank, world_size, worker_id, num_workers: np.array(shards)[rank::world_size][worker_id::max(1, num_workers)],
+          "returned a ndarray; expected a list of shard names: slice the list"),
 ])
 def check_my_shards(answer: Answer) -> str:
     """Exercise 06.1: the shards one (rank, worker) reads, so that every shard is read exactly once across all readers."""
@@ -49,8 +67,9 @@ def check_my_shards(answer: Answer) -> str:
                 with answer.calling(call, hint=lambda exc: " (num_workers=0 means the main process reads: one reader per rank)"):
                     got = answer.value(list(shards), rank, world_size, worker, num_workers)
                 if not isinstance(got, (list, tuple)):
-                    raise Failed(f"{call} returned a {type(got).__name__}; expected a list of shard names (a generator "
-                                 "is used up after one pass: return a list)")
+                    why = ("a generator is used up after one pass: return a list" if isinstance(got, Iterator) else
+                           "slice the list, shards[...], or wrap the result in list(...)")
+                    raise Failed(f"{call} returned a {type(got).__name__}; expected a list of shard names: {why}")
                 if not all(isinstance(shard, str) for shard in got):
                     raise Failed(f"{call} returned {got!r}; expected a list of shard names taken from shards")
                 for shard in got:
@@ -120,6 +139,12 @@ class _H5NumpyRow(LazyH5Right):
         return inputs.numpy(), label
 
 
+class _H5Float64(LazyH5Right):
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        inputs, label = super().__getitem__(index)
+        return inputs.double(), label  # twice the memory, and a float32 model refuses it
+
+
 class _H5ReopenedEveryItem(LazyH5Right):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         self.file = h5py.File(self.path, "r")  # a new handle each time; the old one closes when dropped
@@ -156,6 +181,7 @@ def _close_files(dataset: Any) -> None:
     Wrong(_H5LabelTensor, "labels[index] as an int"),
     Wrong(_H5NumpyRow, "inputs[index] as a tensor"),
     Wrong(_H5ReopenedEveryItem, "a new handle"),
+    Wrong(_H5Float64, "torch.float64; the file holds float32"),
 ])
 def check_lazy_h5(answer: Answer) -> str:
     """Exercise 06.2: an HDF5-backed Dataset that opens its file on the first item, once per process that reads it."""
@@ -214,6 +240,9 @@ def _check_lazy(answer: Answer, dataset: Any, path: str, before: int, inputs: np
         raise Failed(f"{name}(0) returned {first!r}; expected (inputs[0] as a tensor, labels[0] as an int)")
     if not isinstance(first[0], torch.Tensor):
         raise Failed(f"{name}(0) returned inputs[0] as a {type(first[0]).__name__}: return inputs[index] as a tensor (torch.from_numpy)")
+    if first[0].dtype != torch.from_numpy(inputs[0]).dtype:
+        raise Failed(f"{name}(0) returned inputs[0] as a tensor of {first[0].dtype}; the file holds {inputs.dtype}: keep its dtype "
+                     "(torch.from_numpy(row) does), since a float64 batch takes twice the memory and a float32 model refuses it")
     if type(first[1]) is not int:
         raise Failed(f"{name}(0) returned labels[0] as a {type(first[1]).__name__}: return labels[index] as an int (int(...)), "
                      "which the DataLoader collates into a 1-D tensor of labels")
@@ -250,6 +279,8 @@ def remaining_right(sampler: DistributedWeightedSampler, epoch: int, steps_done:
           "returned a Tensor"),
     Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch) or sampler.global_indices().tolist()[steps_done * batch_size:],
           "its own part"),
+    Wrong(lambda sampler, epoch, steps_done, batch_size: sampler.set_epoch(epoch + 1) or list(sampler)[steps_done * batch_size:],
+          "the rest of epoch 4's draw, not epoch 3's"),  # one epoch too far
 ])
 def check_remaining_indices(answer: Answer) -> str:
     """Exercise 06.3: the indices a restarted rank still has to train on, mid-epoch, from (epoch, steps_done, batch_size)."""
@@ -288,8 +319,22 @@ def _check_resume(answer: Answer, epoch: int, steps_done: int, batch_size: int) 
         if len(got) != len(expected):
             raise Failed(f"{call} returned {len(got)} indices, expected {len(expected)}: a step consumes batch_size draws, "
                          f"so skip steps_done * batch_size = {steps_done * batch_size}")
+        drawn_in = _epoch_of(got, weights, rank, steps_done * batch_size, epoch)
+        if drawn_in is not None and drawn_in != 0:
+            raise Failed(f"{call} returned the rest of epoch {drawn_in}'s draw, not epoch {epoch}'s: set the sampler to the epoch "
+                         f"it is given, sampler.set_epoch(epoch) (or load_state_dict with 'epoch': epoch), not {drawn_in}")
         raise Failed(f"{call} returned the right number of indices but other ones: a restarted sampler is at epoch 0, so "
                      f"restore the epoch (set_epoch or load_state_dict) before skipping, or the rest of epoch {epoch} differs")
+
+
+def _epoch_of(got: list[int], weights: torch.Tensor, rank: int, skipped: int, epoch: int) -> int | None:
+    """The epoch near `epoch` (0 to epoch + 2) whose draw on `rank`, after `skipped` draws, is `got`; None when none is."""
+    for candidate in range(epoch + 3):
+        sampler = DistributedWeightedSampler(weights, num_replicas=2, rank=rank, seed=4)
+        sampler.set_epoch(candidate)
+        if list(sampler)[skipped:] == got:
+            return candidate
+    return None
 
 
 SHARD_COUNT_CASES: tuple[Case, ...] = (

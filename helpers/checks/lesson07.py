@@ -89,6 +89,24 @@ def _class_weights_loader(dataset: Any, batch_size: int) -> DataLoader:
     return DataLoader(dataset, batch_size=batch_size, sampler=WeightedRandomSampler(weights, num_samples=len(dataset)))
 
 
+SHARE_TOLERANCE = 0.25  # 07.1: each class's share of the draws within 25 % of an equal share
+
+
+def _class_shares(answer: Answer, loader: DataLoader, dataset: Any) -> tuple[np.ndarray, str]:
+    """Each class's share of what the loader's sampler draws, and how it was found: exactly from the weights of a weighted
+    sampler with one weight per sample (no sampling noise), else from one epoch of draws (2220: about 1 point of noise per class)."""
+    targets = np.asarray(dataset.targets)
+    sampler = getattr(loader.batch_sampler, "sampler", loader.sampler)
+    weights = getattr(sampler, "weights", None) if getattr(sampler, "replacement", False) else None
+    if isinstance(weights, torch.Tensor) and weights.ndim == 1 and len(weights) == len(targets):
+        per_class = np.bincount(targets, weights=weights.double().numpy(), minlength=int(targets.max()) + 1)
+        return per_class / per_class.sum(), "its sampler's weights give"
+    with answer.calling(f"drawing one epoch of indices from the loader from {answer.name}"):
+        drawn = [int(index) for batch in loader.batch_sampler for index in batch]
+    counts = np.bincount(targets[drawn], minlength=int(targets.max()) + 1)
+    return counts / max(1, counts.sum()), f"one epoch of its sampler's draws ({len(drawn)} indices) gives"
+
+
 @exercise("07.1", "balanced_loader", right=balanced_loader_right, wrong=[
     Wrong(_class_weights_loader, "class-weights-as-sample-weights"),
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, sampler=WeightedRandomSampler(
@@ -101,6 +119,8 @@ def _class_weights_loader(dataset: Any, batch_size: int) -> DataLoader:
     Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, sampler=WeightedRandomSampler(
         sample_weights(dataset.targets), batch_size)), "as many samples as the dataset"),
     Wrong(lambda dataset, batch_size: [batch for batch in DataLoader(dataset, batch_size=batch_size)][:2], "expected a torch.utils"),
+    Wrong(lambda dataset, batch_size: DataLoader(dataset, batch_size=batch_size, sampler=WeightedRandomSampler(
+        sample_weights(dataset.targets, "effective"), num_samples=len(dataset))), "every class about equally often"),  # half majority
 ])
 def check_balanced_loader(answer: Answer) -> str:
     """Exercise 07.1: a loader whose batches are class-balanced; the doctor's unbalanced-batches finding gone and nothing new."""
@@ -108,7 +128,16 @@ def check_balanced_loader(answer: Answer) -> str:
     loader = _loader_from(answer, dataset, f"{answer.name}(dataset, batch_size={BATCH_SIZE})")
     with answer.calling(f"the doctor reading the loader from {answer.name}"):
         found = _problems(loader)
-    return _judge(answer.name, found, _planted_balance(), "unbalanced-batches")
+    detail = _judge(answer.name, found, _planted_balance(), "unbalanced-batches")
+    shares, how = _class_shares(answer, loader, dataset)
+    equal = 1 / len(shares)
+    if np.abs(shares - equal).max() > SHARE_TOLERANCE * equal:
+        listed = ", ".join(f"{share:.0%}" for share in shares)
+        raise Failed(f"the doctor finds no fault on the loader from {answer.name}, but {how} classes "
+                     f"{', '.join(str(c) for c in range(len(shares)))} shares of {listed}: the task asks for every class about "
+                     f"equally often ({equal:.0%} each; here {(1 - SHARE_TOLERANCE) * equal:.0%} to {(1 + SHARE_TOLERANCE) * equal:.0%}). "
+                     "Weight each sample by the inverse of its class's count: sample_weights(dataset.targets), whose scheme is 'inverse'")
+    return detail
 
 
 # --- 07.2: workers for the decoding (no-workers), within this machine's cores
@@ -233,6 +262,9 @@ def to_array_right(rows: list[list[float]]) -> np.ndarray:
     Wrong(lambda rows: np.asarray(rows, dtype=np.float32).T, "one row per sample"),
     Wrong(lambda rows: None, "returned None: end the function with `return`"),  # forgot the return
     Wrong(lambda rows: (np.float32(v) for row in rows for v in row), "one block of numbers"),  # a generator
+    Wrong(lambda rows: np.asarray(rows, dtype=np.int64), "int64 drops their fractions"),
+    Wrong(lambda rows: np.asarray(rows[::-1], dtype=np.float32), "in the order given"),
+    Wrong(lambda rows: np.sort(np.asarray(rows, dtype=np.float32), axis=1), "in the order given"),
 ])
 def check_to_array(answer: Answer) -> str:
     """Exercise 07.3: the raw rows stored so that workers read them without copying: the doctor's copy-on-read gone, nothing new."""
@@ -254,8 +286,20 @@ def check_to_array(answer: Answer) -> str:
         raise Failed(f"{answer.name}(rows) returned shape {values.shape}; expected {raw.shape}: one row per sample "
                      f"({raw.shape[0]} rows of {raw.shape[1]} values), in the order given")
     if not np.allclose(values, raw, rtol=1e-6, atol=1e-6):
-        raise Failed(f"{answer.name}(rows) changed the values (shape {values.shape}, largest difference "
-                     f"{np.abs(values - raw).max() if values.shape == raw.shape else 'n/a'}): keep float32 or wider")
+        largest = float(np.abs(values - raw).max())
+        floating, width = ((stored.is_floating_point(), stored.element_size()) if isinstance(stored, torch.Tensor)
+                           else (stored.dtype.kind == "f", stored.dtype.itemsize))
+        dtype = str(stored.dtype).removeprefix("torch.")
+        if not floating:
+            raise Failed(f"{answer.name}(rows) changed the values: {dtype} drops their fractions (largest difference "
+                         f"{largest:.3g}); store floats, float32 or wider (np.asarray(rows, dtype=np.float32))")
+        if width < 4:
+            raise Failed(f"{answer.name}(rows) changed the values: {dtype} rounds them (largest difference {largest:.3g}); "
+                         "keep float32 or wider (np.asarray(rows, dtype=np.float32))")
+        row = int(np.flatnonzero(~np.isclose(values, raw, rtol=1e-6, atol=1e-6).all(axis=1))[0])
+        raise Failed(f"{answer.name}(rows) changed the values although its {dtype} holds them exactly: row {row} differs from "
+                     f"rows[{row}] (largest difference {largest:.3g}). Keep each row as given, in the order given, without "
+                     "sorting or reordering: np.asarray(rows, dtype=np.float32) converts them as they are")
     with answer.calling(f"the doctor reading a dataset that keeps what {answer.name} returned"):
         found = _problems(_fork_loader(_Rows(stored, labels)))
     detail = _judge(answer.name, found, _planted_rows(), "copy-on-read")
@@ -317,6 +361,15 @@ class _FloorChunks(ShardedEvalStreamRight):
             yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
 
 
+class _ProcessGroupRank(ShardedEvalStreamRight):
+    def __iter__(self) -> Any:
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()  # no process group in the check
+        for index in range(rank * workers + worker, len(self.labels), world_size * workers):
+            yield {"key": index, "input": torch.from_numpy(self.raw[index]), "label": int(self.labels[index])}
+
+
 class _OneShot(ShardedEvalStreamRight):
     def __iter__(self) -> Any:
         if not hasattr(self, "_items"):
@@ -328,6 +381,14 @@ class _NumpyLabel(ShardedEvalStreamRight):
     def __iter__(self) -> Any:
         for item in ShardedEvalStreamRight.__iter__(self):
             yield {**item, "label": self.labels[item["key"]]}
+
+
+def _group_hint(exc: Exception) -> str:
+    """07.4: an answer that asks torch.distributed for its rank, where the check starts no process group."""
+    if "process group" in str(exc):
+        return (" (the check starts no process group: it gives each stream its rank as ShardedEvalStream(raw, labels, rank=r, "
+                "world_size=2); read them from self.rank and self.world_size, which __init__ stores)")
+    return ""
 
 
 def _keys(loader: DataLoader) -> list[int]:
@@ -349,6 +410,7 @@ def _planted_stream() -> frozenset[str]:
     Wrong(_FloorChunks, "were read"),
     Wrong(_OneShot, "in its second"),
     Wrong(_NumpyLabel, "'label' as a int64"),
+    Wrong(_ProcessGroupRank, "self.rank and self.world_size"),
 ])
 def check_sharded_eval_stream(answer: Answer) -> str:
     """Exercise 07.4: an evaluation stream split by rank, then by worker: the doctor's iterable-duplicates gone, each sample once over 2 ranks."""
@@ -358,7 +420,7 @@ def check_sharded_eval_stream(answer: Answer) -> str:
     if "fork" not in multiprocessing.get_all_start_methods():
         raise Failed("this check reads with worker processes started by fork (Linux, macOS); on Windows use WSL2")
     raw, labels = (array.copy() for array in clinic.held_out_data())  # writable: torch.from_numpy warns on a read-only array
-    with answer.calling(f"the first item of {stream_class.__name__}(raw, labels)"):
+    with answer.calling(f"the first item of {stream_class.__name__}(raw, labels)", hint=_group_hint):
         item = next(iter(stream_class(raw, labels)))
     kinds = {"key": int, "input": torch.Tensor, "label": int}
     if not isinstance(item, dict) or set(item) != set(kinds):
@@ -368,7 +430,7 @@ def check_sharded_eval_stream(answer: Answer) -> str:
             raise Failed(f"{stream_class.__name__} yielded {key!r} as a {type(item[key]).__name__}; the task asks for "
                          f"{'the row as a tensor (torch.from_numpy)' if kind is torch.Tensor else 'an int (int(...))'}")
     loader = DataLoader(stream_class(raw, labels), batch_size=BATCH_SIZE)
-    with answer.calling(f"reading {stream_class.__name__}(raw, labels) with num_workers=0, two epochs"):
+    with answer.calling(f"reading {stream_class.__name__}(raw, labels) with num_workers=0, two epochs", hint=_group_hint):
         alone, again = _keys(loader), _keys(loader)
     if sorted(again) != sorted(alone):
         raise Failed(f"the same loader over {stream_class.__name__} read {len(alone)} samples in its first epoch and {len(again)} "
@@ -377,11 +439,11 @@ def check_sharded_eval_stream(answer: Answer) -> str:
     if sorted(alone) != list(range(len(labels))):
         raise Failed(f"with num_workers=0 (the main process reads), the stream gave {len(alone)} samples, {len(set(alone))} distinct, "
                      f"for {len(labels)}: the main process is the only reader then and must read every sample once")
-    with answer.calling(f"the doctor reading {stream_class.__name__} with 2 workers"):
+    with answer.calling(f"the doctor reading {stream_class.__name__} with 2 workers", hint=_group_hint):
         found = _problems(DataLoader(stream_class(raw, labels), batch_size=BATCH_SIZE, num_workers=2, multiprocessing_context="fork"))
     detail = _judge(f"{stream_class.__name__}", found, _planted_stream(), "iterable-duplicates")
     raw, labels = raw[:UNEVEN], labels[:UNEVEN]  # a count that 2 ranks x 2 workers do not divide
-    with answer.calling(f"reading {stream_class.__name__}(raw, labels, rank=r, world_size=2) with 2 workers on each rank"):
+    with answer.calling(f"reading {stream_class.__name__}(raw, labels, rank=r, world_size=2) with 2 workers on each rank", hint=_group_hint):
         per_rank = [_keys(DataLoader(stream_class(raw, labels, rank=rank, world_size=2), batch_size=BATCH_SIZE, num_workers=2,
                                      multiprocessing_context="fork")) for rank in range(2)]
     both = set(per_rank[0]) & set(per_rank[1])

@@ -116,6 +116,18 @@ def _reuses_a_doctor_code(obs: doctor.Observation) -> doctor.Finding | None:
     return None if found is None else doctor.Finding("unbalanced-batches", found.severity, found.message, found.fix)
 
 
+def _same_epoch_twice(obs: doctor.Observation) -> doctor.Finding | None:
+    sampler = obs.loader.sampler
+    if not hasattr(sampler, "set_epoch"):
+        return None
+    return _always(obs) if list(sampler) != list(sampler) else None  # set_epoch never called: the same order twice
+
+
+def _distributed_sampler_only(obs: doctor.Observation) -> doctor.Finding | None:
+    sampler = obs.loader.sampler
+    return _always(obs) if isinstance(sampler, DistributedSampler) and sampler.shuffle else None
+
+
 def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
     """(description, a fresh sampler, whether its order depends on set_epoch)."""
     items = range(64)
@@ -148,6 +160,8 @@ def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
     Wrong(_by_shuffle_flag, "whose set_epoch changes nothing"),  # asks for a shuffle flag instead of comparing orders
     Wrong(_first_index_only, "starts every epoch at index 0"),  # compares only the first index
     Wrong(_reuses_a_doctor_code, "a code of your own"),  # a code the doctor already reports
+    Wrong(_same_epoch_twice, "after sampler.set_epoch(epoch + 1)"),  # compares an epoch with itself
+    Wrong(_distributed_sampler_only, "after sampler.set_epoch(epoch + 1)"),  # asks for a type instead of comparing orders
 ])
 def check_needs_set_epoch(answer: Answer) -> str:
     """Exercise 07.5: a plugin for the doctor that notes a sampler whose order depends on set_epoch, and nothing else."""
@@ -165,7 +179,9 @@ def check_needs_set_epoch(answer: Answer) -> str:
             raise Failed(f"{name} changed the sampler's epoch from {epoch} to {sampler.epoch}: the learner's loop would then train "
                          "on another epoch's order; put the epoch back (sampler.set_epoch(epoch)) before returning")
         if depends and result is None:
-            raise Failed(f"{name} found nothing for a loader with {described}, whose order changes only when the loop calls set_epoch")
+            raise Failed(f"{name} found nothing for a loader with {described}, whose order changes only when the loop calls set_epoch: "
+                         "for any sampler with set_epoch, compare list(sampler) at its epoch with list(sampler) after "
+                         "sampler.set_epoch(epoch + 1), and put the epoch back")
         if not depends and result is not None:
             raise Failed(f"{name} reported {result.code} for a loader with {described}, whose order does not depend on set_epoch: "
                          "compare the orders of two epochs instead of only asking whether set_epoch exists")
