@@ -267,9 +267,10 @@ def test_pre_workshop_page_names_the_command_and_the_report():
 
 
 def test_pre_workshop_sample_of_section_7_lists_every_lesson():
-    """The sample of lesson 00's section 7 has one line per lesson in LESSONS, in order, with what each needs."""
+    """The sample of lesson 00's section 7 has a verdict line per lesson in LESSONS, in order, with what each needs."""
     from helpers.course import LESSONS, NEEDS
 
     page = (DOCS / "pre-workshop.md").read_text()
-    lines = re.findall(r"^(\d\d_\w+): (?:full effect|falls back) \(([^)]+)\)", page, flags=re.MULTILINE)
+    lines = re.findall(r"^(\d\d_\w+): (?:full effect|falls back) \(needs: ([^)]+)\)", page, flags=re.MULTILINE)
     assert lines == [(lesson.stem, NEEDS[lesson.needs]) for lesson in LESSONS]
+    assert "(needs: {item.needs})" in (DOCS.parent / "notebooks" / "00_setup_check.ipynb").read_text()  # the format it prints
