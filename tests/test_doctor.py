@@ -115,6 +115,23 @@ def test_the_sweep_times_each_setting_in_turns_sized_to_the_batch_time(monkeypat
     assert calls[-1][1] == [25, 25, 50]
 
 
+@pytest.mark.parametrize("rounds, fires", [
+    ([[100.0, 146.0], [100.0, 132.0], [100.0, 107.0]], False),  # the CI false alarm: busy programs, nothing to limit
+    ([[100.0, 279.0], [100.0, 300.0], [100.0, 935.0]], True),   # the planted fault's measured gains
+    ([[100.0, 125.0], [100.0, 121.0], [100.0, 130.0]], True),   # every round at or above THREADS_GAIN = 1.2
+])
+def test_threads_oversubscribed_needs_the_gain_in_every_round(monkeypatch, rounds, fires):
+    """One thread per worker must win by THREADS_GAIN in each interleaved round, not only in their median."""
+    monkeypatch.setattr(lesson00, "alternating_rates", lambda loaders, deadline, batches_per_turn: rounds)
+    monkeypatch.setattr(lesson00, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson00, "ranks_on_node", lambda: 1)
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8, num_workers=2), deadline=time.perf_counter() + 60.0)
+    obs.first_batch_s, obs.batch_times_s, obs.worker_threads = 0.01, [0.01, 0.01], [3, 3]
+    found = lesson00.threads_oversubscribed(obs)
+    assert (found is not None) == fires
+    assert obs.measured["one_thread_per_worker_gain"] == [round(limited / given, 2) for given, limited in rounds]
+
+
 @pytest.mark.cuda
 def test_pinned_batches_for_a_cuda_device_are_not_flagged():
     assert "pin-memory-missing" not in run(DataLoader(tensors(), batch_size=64, pin_memory=True), device="cuda").codes

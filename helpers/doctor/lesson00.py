@@ -16,7 +16,7 @@ from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
 
 SHM_WARN_SHARE = 0.5  # batches in flight take this share of free /dev/shm: warning; over all of it: error
-THREADS_GAIN = 1.2    # one thread per worker must give this many times the samples/s (median of interleaved rounds, each above 1)
+THREADS_GAIN = 1.2    # one thread per worker must give this many times the samples/s in every interleaved round
 TURN_S = 0.25         # each loader's turn in a round times at least this long, at the batch time first measured
 
 
@@ -97,7 +97,7 @@ def _oversubscribed(obs: Observation) -> bool:
 
 @rule("threads-oversubscribed", severities=("warning",), phase="measure", budget=1.5, planted="threads", applies=_oversubscribed,
       taught_in=("00_setup_check", "6. How many processes will your loaders start?"),
-      thresholds={"THREADS_GAIN": (THREADS_GAIN, "samples/s with one thread per worker over as given (median of interleaved rounds)")})
+      thresholds={"THREADS_GAIN": (THREADS_GAIN, "samples/s with one thread per worker over as given, in every interleaved round")})
 def threads_oversubscribed(obs: Observation) -> Finding | None:
     """Workers running several threads each, more in all than the cores, measured against the same loader with one thread per worker."""
     if not _oversubscribed(obs):
@@ -116,7 +116,9 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
         return None
     gain = statistics.median(ratios)
     obs.measured["one_thread_per_worker_gain"] = [round(r, 2) for r in ratios]
-    if gain < THREADS_GAIN or min(ratios) <= 1.0:
+    # Every round, not only the median: beside busy programs a loader with no thread pools to limit measured
+    # 1.46, 1.32 and 1.07 (a false alarm in CI); the planted fault's rounds measured 2.7 to 9.4.
+    if min(ratios) < THREADS_GAIN:
         return None
     return finding(
         "threads-oversubscribed", "warning",
