@@ -74,15 +74,7 @@ def _gb_no_warmup(copy: Callable[[], None], synchronize: Callable[[], None], num
 
 
 def _gb_seconds(copy: Callable[[], None], synchronize: Callable[[], None], num_bytes: int, repeats: int = 5) -> float:
-    copy()
-    synchronize()
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        copy()
-        synchronize()
-        seconds.append(time.perf_counter() - start)
-    return sorted(seconds)[len(seconds) // 2]  # seconds per copy, not GB/s
+    return num_bytes / gb_per_s_right(copy, synchronize, num_bytes, repeats) / 1e9  # seconds per copy, not GB/s
 
 
 def _gb_wall_clock(copy: Callable[[], None], synchronize: Callable[[], None], num_bytes: int, repeats: int = 5) -> float:
