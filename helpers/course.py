@@ -92,5 +92,12 @@ LESSONS: tuple[Lesson, ...] = (
         needs="2+ cores",
         minutes=60,
     ),
+    Lesson(
+        stem="08_variable_length",
+        title="Variable-length data: padding, bucketing, token budgets and packing",
+        learn="the padding share and useful tokens per second, bucketing and the class mix it changes, token budgets and activation memory, packing with document masks and restarting positions, equal steps across ranks with a resumable distributed bucket sampler, weighted mixtures of sources",
+        needs="2+ cores",
+        minutes=50,
+    ),
 )
 

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 # The lessons whose asserts compare times or speeds (the others assert counts and values that load cannot move).
-TIMED_LESSONS = ("03", "04", "05", "06", "07")
+TIMED_LESSONS = ("03", "04", "05", "06", "07", "08")
 CELL_TIMEOUT_S = 300
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -12,6 +12,7 @@ from helpers.checks.lesson05 import check_deduplicated_accuracy, check_epoch_ord
 from helpers.checks.lesson06 import check_lazy_h5, check_my_shards, check_remaining_indices, check_shard_count
 from helpers.checks.lesson07 import check_balanced_loader, check_loader_with_workers, check_sharded_eval_stream, check_to_array
 from helpers.checks.lesson07_own_finding import check_needs_set_epoch
+from helpers.checks.lesson08 import check_packed_mask, check_padding_share, check_rank_batches, check_token_budget
 
 __all__ = [
     "REGISTRY", "CheckResult",
@@ -23,4 +24,5 @@ __all__ = [
     "check_epoch_orders", "check_rank_loader", "check_deduplicated_accuracy",
     "check_my_shards", "check_lazy_h5", "check_remaining_indices", "check_shard_count",
     "check_balanced_loader", "check_loader_with_workers", "check_to_array", "check_sharded_eval_stream", "check_needs_set_epoch",
+    "check_padding_share", "check_rank_batches", "check_packed_mask", "check_token_budget",
 ]
