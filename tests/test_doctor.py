@@ -179,6 +179,9 @@ EVIDENCE = {  # per code: a check of the finding beyond its code, from the plant
     "threads-oversubscribed": lambda f: f.evidence["threads_per_worker"] > 1 and f.evidence["gain"] >= doctor.THREADS_GAIN,
     "pin-memory-no-accelerator": lambda f: f.severity == "warning",
     "pin-memory-missing": lambda f: f.severity == "warning",
+    # random batches of 16 from lesson 08's corpus: about half of every batch is padding (52 % in the lesson)
+    "padding-waste": lambda f: 0.4 < f.evidence["padding_share"] < 0.65
+    and f.evidence["padding_share"] == 1 - f.evidence["real_tokens"] / f.evidence["positions"],
 }
 
 
@@ -252,6 +255,26 @@ def test_a_balanced_100_class_set_is_not_unbalanced_by_sampling_noise():
     for seed in range(3):
         loader = DataLoader(tensors(1600, labels=labels), batch_size=1600, shuffle=True, generator=torch.Generator().manual_seed(seed))
         assert "unbalanced-batches" not in run(loader, budget_s=3.0).codes
+
+
+def test_packed_or_bucketed_sequences_are_no_padding_waste():
+    """Lesson 08's fixes: packed rows (a mask of ones, one row of documents end to end) and bucketed batches."""
+    from helpers.sequence_samplers import BucketBatchSampler
+    from helpers.sequences import TokenCorpus, corpus_lengths, pack, pad_collate
+
+    corpus = TokenCorpus(corpus_lengths(512, seed=1), seed=1)
+    rows = pack([corpus[i][0] for i in range(512)], 256)
+    packed = [{"input_ids": rows.input_ids[i], "attention_mask": (rows.doc_ids[i] >= 0).long(),
+               "position_ids": rows.position_ids[i]} for i in range(len(rows.input_ids))]
+    for loader in (DataLoader(packed, batch_size=8),
+                   DataLoader(corpus, batch_sampler=BucketBatchSampler(corpus.lengths, batch_size=16), collate_fn=pad_collate)):
+        diagnosis = run(loader, budget_s=3.0)
+        assert "padding-waste" not in diagnosis.codes and diagnosis.measurements["padding_share"] < 0.1, str(diagnosis)
+
+
+def test_batches_without_an_attention_mask_say_why_padding_was_not_measured():
+    diagnosis = run(DataLoader(tensors(256), batch_size=64), budget_s=2.0)
+    assert "padding-waste" not in diagnosis.codes and "attention_mask" in diagnosis.not_measured["padding-waste"]
 
 
 def test_fewer_weights_than_samples_but_not_one_per_class_is_a_warning():

@@ -47,11 +47,17 @@ def check_padding_share(answer: Answer) -> str:
             raise Failed(f"{call} returned {got!r} of type {type(got).__name__}; expected a float share")
         if got == 0 and case.expected > 0 and isinstance(got, int):
             raise Failed(f"{call} returned the int 0: divide with /, not // (expected {case.expected:.4f})")
+        lengths = case.args[0]
+        if got < 0:
+            raise Failed(f"{call} returned {got!r}, a negative share: pad to max(lengths), which need not be "
+                         f"the first or the last document")
+        if got > 1 and math.isclose(got, len(lengths) * max(lengths) - sum(lengths)):
+            raise Failed(f"{call} returned {got!r}, the number of padding positions: divide it by the batch's "
+                         f"positions, len(lengths) x max(lengths)")
         if not 0 <= got <= 1:
             raise Failed(f"{call} returned {got!r}: a padding share is a share between 0 and 1 (not a percentage)")
-        if math.isclose(got, case.expected, abs_tol=1e-9):
+        if math.isclose(got, case.expected, abs_tol=1e-6):  # float32 arithmetic is right to about 1e-7
             continue
-        lengths = case.args[0]
         longest_counted = (len(lengths) * max(lengths) - sum(lengths) + max(lengths)) / (len(lengths) * max(lengths))
         if math.isclose(got, longest_counted, abs_tol=1e-9):
             raise Failed(f"{call} returned {got:.4f}, expected {case.expected:.4f}: the longest document's own tokens "
@@ -62,7 +68,7 @@ def check_padding_share(answer: Answer) -> str:
         if sum(lengths) and math.isclose(got, (len(lengths) * max(lengths) - sum(lengths)) / sum(lengths), abs_tol=1e-9):
             raise Failed(f"{call} returned {got:.4f}, expected {case.expected:.4f}: padding as a share of all "
                          f"positions (len x longest), not of the real tokens")
-        raise Failed(f"{call} returned {got!r}, expected {case.expected:.4f}: {case.why}")
+        raise Failed(f"{call} returned {got:.10f}, expected {case.expected:.10f}: {case.why}")
     return f"{answer.name} is right in all {len(PADDING_CASES)} batches"
 
 
@@ -95,7 +101,8 @@ def _everything_on_every_rank(lengths: list[int], max_tokens: int, rank: int, wo
 
 
 # (corpus size, seed, max_len, max_tokens, world_size): lesson 08's budget, a tight one, 3 and 4 ranks
-RANK_SETUPS = ((512, 1, 256, 2048, 2), (300, 7, 128, 512, 3), (400, 3, 64, 256, 4))
+# (document counts that do not divide by the ranks: no document may be left out)
+RANK_SETUPS = ((513, 1, 256, 2048, 2), (301, 7, 128, 512, 3), (402, 3, 64, 256, 4))
 
 
 @exercise("08.2", "rank_batches", right=rank_batches_right, wrong=[
@@ -104,7 +111,11 @@ RANK_SETUPS = ((512, 1, 256, 2048, 2), (300, 7, 128, 512, 3), (400, 3, 64, 256, 
     Wrong(_same_every_epoch, "epoch 1 repeats epoch 0"),
     Wrong(_everything_on_every_rank, "on more than one rank"),
     Wrong(lambda lengths, max_tokens, rank, world_size, epoch: [[i] for i in range(rank, len(lengths), world_size)],
-          "length gap"),
+          "ranks get different numbers of batches"),
+    Wrong(lambda lengths, max_tokens, rank, world_size, epoch: [np.array(b) for b in rank_batches_right(
+        lengths, max_tokens, rank, world_size, epoch)], "make each batch a list"),
+    Wrong(lambda lengths, max_tokens, rank, world_size, epoch: sorted(rank_batches_right(
+        lengths, max_tokens, rank, world_size, epoch), key=lambda b: max(lengths[i] for i in b)), "in order of length"),
 ])
 def check_rank_batches(answer: Answer) -> str:
     """Exercise 08.2: one rank's bucketed batches under a token budget, equal in number and similar in length across ranks."""
@@ -116,18 +127,23 @@ def check_rank_batches(answer: Answer) -> str:
             plans[epoch] = []
             for rank in range(world):
                 call = f"{answer.name}(lengths, {max_tokens}, rank={rank}, world_size={world}, epoch={epoch})"
-                with answer.calling(call):
+                with answer.calling(call, hint=_array_hint):
                     got = answer.value(list(lengths), max_tokens, rank, world, epoch)
-                if not isinstance(got, (list, tuple)) or not all(isinstance(b, (list, tuple)) for b in got):
+                if not isinstance(got, (list, tuple)):
                     raise Failed(f"{call} returned a {type(got).__name__}; expected a list of batches, each a list of "
                                  f"document indices")
+                odd = next((b for b in got if not isinstance(b, (list, tuple))), None)
+                if odd is not None:
+                    raise Failed(f"{call}: a batch is a {type(odd).__name__}; make each batch a list of document "
+                                 f"indices (.tolist())")
                 plans[epoch].append([[int(i) for i in b] for b in got])
             counts = [len(plan) for plan in plans[epoch]]
             if len(set(counts)) > 1:
                 raise Failed(f"with {setup}: ranks get different numbers of batches {counts}; DDP hangs at the end of "
                              f"the epoch. Plan all batches once, from every rank, and deal them out")
             _check_cover_and_budget(plans[epoch], lengths, max_tokens, setup)
-            _check_token_gap(plans[epoch], lengths, max_tokens, setup)
+            _check_length_gap(plans[epoch], lengths, max_tokens, setup)
+            _check_steps_shuffled(plans[epoch][0], lengths, setup)
         if plans[0] == plans[1]:
             raise Failed(f"with {setup}: epoch 1 repeats epoch 0 batch for batch; shuffle with a generator seeded "
                          f"from the epoch")
@@ -157,19 +173,37 @@ def _check_cover_and_budget(plans: list[list[list[int]]], lengths: list[int], ma
         raise Failed(f"with {setup}: documents {missing[:5]} are in no rank's batches")
 
 
+def _array_hint(exc: Exception) -> str:
+    """What to change when numpy refuses a list (sorted_batches wants arrays)."""
+    return " (sorted_batches needs numpy arrays: pass np.asarray(lengths))" if isinstance(exc, TypeError) else ""
+
+
+def _check_steps_shuffled(plan: list[list[int]], lengths: list[int], setup: str) -> None:
+    """The steps in a shuffled order, not from short to long (a rank correlation of step and length)."""
+    longest = np.array([max(lengths[i] for i in b) for b in plan], dtype=float)
+    if len(longest) < 4 or longest.std() == 0:
+        return
+    ranks = np.argsort(np.argsort(longest))
+    correlation = float(np.corrcoef(np.arange(len(longest)), ranks)[0, 1])
+    if abs(correlation) > 0.9:  # sorted steps: 1.0; shuffled ones: mostly under 0.5 (0.66 seen once in 16 steps)
+        raise Failed(f"with {setup}: rank 0's steps run in order of length (rank correlation {correlation:.2f}); "
+                     f"shuffle the order of the steps, the same way on every rank")
+
+
 def length_gap(plans: list[list[list[int]]], lengths: list[int]) -> float:
     """Per step, the ranks' longest documents apart, as a share of the longest, summed over the epoch."""
     longest = np.array([[max(lengths[i] for i in b) for b in plan] for plan in plans])
     return float((longest.max(0) - longest.min(0)).sum() / longest.max(0).sum())
 
 
-def _check_token_gap(plans: list[list[list[int]]], lengths: list[int], max_tokens: int, setup: str) -> None:
+def _check_length_gap(plans: list[list[list[int]]], lengths: list[int], max_tokens: int, setup: str) -> None:
     """Per step, the ranks' batches of similar lengths (their attention costs follow the length)."""
     gap = length_gap(plans, lengths)
-    if gap > 0.25:  # the lesson's sampler: 4-9 %; ranks ordering their batches apart: 40-70 %
+    if gap > 0.25:  # the lesson's sampler: 4-8 %; ranks ordering their batches apart: 36-72 %
         raise Failed(f"with {setup}: at each step the ranks' longest documents differ by {gap:.0%} of the longer "
                      f"(length gap); the rank with the longer rows computes longer and the other waits. Give the "
-                     f"ranks neighbouring batches at each step")
+                     f"ranks neighbouring batches at each step (sorting within pools? use the whole set: a step "
+                     f"across two pools pairs a long batch with a short one)")
 
 
 def packed_mask_right(doc_ids: torch.Tensor) -> torch.Tensor:
@@ -213,8 +247,9 @@ def check_packed_mask(answer: Answer) -> str:
                          f"True as blocked; this exercise follows scaled_dot_product_attention)")
         for i, line in enumerate(expected):
             if not any(got[i].tolist()):
-                raise Failed(f"{call}: query {i} has no position it may attend to, so its softmax is 0/0 (NaN); let "
-                             f"padding attend to itself")
+                fix = "let padding attend to itself" if row[i] < 0 else "j <= i includes j == i"
+                raise Failed(f"{call}: query {i} has no position it may attend to, so its softmax is 0/0 (NaN); "
+                             f"{fix}")
             for j, allowed in enumerate(line):
                 if bool(got[i, j]) == allowed:
                     continue
@@ -223,6 +258,15 @@ def check_packed_mask(answer: Answer) -> str:
                                  f"document ({row[j]}); keep attention inside each document")
                 if not allowed and j > i:
                     raise Failed(f"{call}: position {i} may attend to a later position {j}; the mask is causal")
+                if allowed:
+                    raise Failed(f"{call}: position {i} may not attend to position {j}; a token attends to itself "
+                                 f"and to earlier tokens of its own document")
+                if row[i] < 0:
+                    raise Failed(f"{call}: padding position {i} may attend to position {j}; padding attends only "
+                                 f"to itself")
+                if row[j] < 0:
+                    raise Failed(f"{call}: position {i} may attend to padding position {j}; keep padding out of "
+                                 f"every document's attention")
                 raise Failed(f"{call}: position {i} -> {j} should be {allowed}, got {bool(got[i, j])}")
     return f"{answer.name} gives the right mask for {len(MASK_ROWS)} packed rows"
 
@@ -239,25 +283,46 @@ def token_budget_right(activation_bytes: Callable[[int], int], limit_bytes: int,
     return budget
 
 
+def _line(activation_bytes: Callable[[int], int], limit_bytes: int) -> float:
+    """The tokens at which the measured line reaches limit_bytes, unrounded (for the wrong answers)."""
+    small, large = activation_bytes(1000), activation_bytes(2000)
+    return (limit_bytes - (2 * small - large)) * 1000 / (large - small)
+
+
+def _raising(activation_bytes: Callable[[int], int], limit_bytes: int, max_len: int, error: type,
+             name: str = "limit_bytes=") -> int:
+    """The right budget, refusing a small one with `error` (its message naming `name` and the value)."""
+    budget = int(_line(activation_bytes, limit_bytes))
+    if budget < max_len:
+        raise error(f"{name}{limit_bytes} holds {budget} tokens, fewer than max_len={max_len}")
+    return budget
+
+
 def _linear(fixed: int, per_token: int) -> Callable[[int], int]:
     """A stand-in measurement: `fixed` bytes plus `per_token` bytes per token."""
     def activation_bytes(tokens: int) -> int:
-        if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 0:
-            raise TypeError(f"tokens must be a non-negative int, got {tokens!r}")
+        if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)):
+            raise TypeError(f"tokens must be an int, got {tokens!r}")
+        if tokens < 250:  # as with the lesson's model: rows of 250 tokens, and an empty batch runs nothing
+            raise ValueError(f"tokens must be at least 250 (one row), got {tokens}: measure at 1000 and 2000 tokens")
         return fixed + per_token * int(tokens)
     return activation_bytes
 
 
 # (fixed bytes, bytes per token, limit, max_len, the budget worked out by hand)
 BUDGET_CASES = ((0, 1000, 2_048_000, 256, 2048), (500_000, 1000, 2_548_000, 256, 2048),
-                (4096, 1353, 10_000_000, 512, 7387), (1_000_000, 2000, 1_400_000, 256, ValueError))
+                (4096, 1353, 10_000_000, 512, 7387), (0, 1000, 256_000, 256, 256),
+                (1_000_000, 2000, 1_400_000, 256, ValueError))
 
 
 @exercise("08.4", "token_budget", right=token_budget_right, wrong=[
     Wrong(lambda f, limit, max_len: limit // (f(1000) // 1000), "the fixed part"),
-    Wrong(lambda f, limit, max_len: math.ceil((limit - f(0)) * 1000 / (f(1000) - f(0))), "more than limit_bytes"),
-    Wrong(lambda f, limit, max_len: int((limit - f(0)) * 1000 // (f(1000) - f(0))), "raise ValueError"),
-    Wrong(lambda f, limit, max_len: (limit - f(0)) * 1000 / (f(1000) - f(0)), "a whole number of tokens"),
+    Wrong(lambda f, limit, max_len: math.ceil(_line(f, limit)), "more than limit_bytes"),
+    Wrong(lambda f, limit, max_len: int(_line(f, limit)), "raise ValueError"),
+    Wrong(lambda f, limit, max_len: _line(f, limit), "a whole number of tokens"),
+    Wrong(lambda f, limit, max_len: int(_line(f, limit)) // max_len * max_len, "not whole rows"),
+    Wrong(lambda f, limit, max_len: _raising(f, limit, max_len, RuntimeError), "the task asks for ValueError"),
+    Wrong(lambda f, limit, max_len: _raising(f, limit, max_len, ValueError, name=""), "name limit_bytes"),
 ])
 def check_token_budget(answer: Answer) -> str:
     """Exercise 08.4: the largest max_tokens whose measured activation memory fits a limit."""
@@ -268,11 +333,14 @@ def check_token_budget(answer: Answer) -> str:
             try:
                 got: Any = answer.value(measure, limit, max_len)
             except ValueError as exc:
-                if str(limit) not in str(exc).replace(",", "") and "limit_bytes" not in str(exc):
-                    raise Failed(f"{call} raised ValueError({str(exc)!r}): name limit_bytes and its value") from exc
+                missing = [w for w, ok in (("limit_bytes", "limit_bytes" in str(exc)),
+                                           (str(limit), str(limit) in str(exc).replace(",", ""))) if not ok]
+                if missing:
+                    raise Failed(f"{call} raised ValueError({str(exc)!r}): name limit_bytes and its value "
+                                 f"({' and '.join(missing)} missing)") from exc
                 continue
             except Exception as exc:
-                with answer.calling(call):
+                with answer.calling(call, hint=lambda e: f" (the task asks for ValueError, not {type(e).__name__})"):
                     raise exc
             raise Failed(f"{call} returned {got!r}, fewer tokens than one document of max_len={max_len}: "
                          f"raise ValueError naming limit_bytes")
@@ -283,6 +351,9 @@ def check_token_budget(answer: Answer) -> str:
         if measure(int(got)) > limit:
             raise Failed(f"{call} returned {got}, whose activations take {measure(int(got)):,} bytes, more than "
                          f"limit_bytes={limit:,}: round down, and count the fixed part")
+        if got != expected and got == expected // max_len * max_len:
+            raise Failed(f"{call} returned {got}, expected {expected}: the budget is in tokens, not whole rows: do "
+                         f"not round to a multiple of max_len")
         if got != expected:
             hint = " (memory = the fixed part + bytes per token x tokens: subtract the fixed part first)" if fixed else ""
             raise Failed(f"{call} returned {got}, expected {expected}: the most tokens that fit{hint}")

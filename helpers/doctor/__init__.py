@@ -8,15 +8,16 @@ the budget (CUDA starting up in this process, as seen on the H200 reference host
 That first step counts as start-up, not data wait.
 
 Each finding is a rule in `RULES`, registered with `@rule` in the module named after the lesson that teaches its
-fix (lesson00 ... lesson06); `table()` lists them with their thresholds.
+fix (lesson00 ... lesson08); `table()` lists them with their thresholds.
 """
-from helpers.doctor import lesson00, lesson02, lesson03, lesson04, lesson06  # noqa: F401 - registers the rules, in run order
+from helpers.doctor import lesson00, lesson02, lesson03, lesson04, lesson06, lesson08  # noqa: F401 - registers the rules, in run order
 from helpers.doctor.cli import main
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
 from helpers.doctor.lesson00 import SHM_WARN_SHARE, THREADS_GAIN
 from helpers.doctor.lesson02 import NOISE_LEVEL, RAREST_SHARE
 from helpers.doctor.lesson03 import BUSY_CORES, COPY_ON_READ_MIB, INPUT_BOUND_SHARE, STARTUP_MIN_S, STARTUP_SHARE, SWEEP_GAIN
 from helpers.doctor.lesson06 import DUPLICATE_SHARE
+from helpers.doctor.lesson08 import PADDING_SHARE
 from helpers.doctor.registry import PHASES, RULES, Check, Observation, Rule, finding, rule, table
 from helpers.doctor.registry import in_order as rules_in_order
 from helpers.doctor.run import diagnose
@@ -24,5 +25,5 @@ from helpers.doctor.run import diagnose
 CODES: dict[str, tuple[str, str]] = {code: r.taught_in for code, r in RULES.items()}  # code: (notebook stem, section)
 
 __all__ = ["BUSY_CORES", "CODES", "COPY_ON_READ_MIB", "Check", "DUPLICATE_SHARE", "Diagnosis", "Finding", "INPUT_BOUND_SHARE",
-           "NOISE_LEVEL", "Observation", "PHASES", "RAREST_SHARE", "RULES", "Rule", "SEVERITIES", "SHM_WARN_SHARE",
+           "NOISE_LEVEL", "Observation", "PADDING_SHARE", "PHASES", "RAREST_SHARE", "RULES", "Rule", "SEVERITIES", "SHM_WARN_SHARE",
            "STARTUP_MIN_S", "STARTUP_SHARE", "SWEEP_GAIN", "THREADS_GAIN", "diagnose", "finding", "main", "rule", "rules_in_order", "table"]

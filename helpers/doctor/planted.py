@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
 from helpers.env import usable_cpus
 from helpers.imbalance import class_counts, class_weights, sample_weights
+from helpers.sequences import TokenCorpus, corpus_lengths, pad_collate
 
 
 @dataclass
@@ -177,6 +178,13 @@ def threads() -> Plant:
     return Plant(DataLoader(Whitened(), batch_size=16, num_workers=2, persistent_workers=True), budget_s=30.0, needs="2 cores")
 
 
+def padded() -> Plant:
+    """Lesson 08's corpus in random batches of 16, each padded to its longest document."""
+    corpus = TokenCorpus(corpus_lengths(512, seed=1), seed=1)
+    return Plant(DataLoader(corpus, batch_size=16, shuffle=True, collate_fn=pad_collate,
+                            generator=torch.Generator().manual_seed(0)))
+
+
 def pin_no_accelerator() -> Plant:
     """pin_memory=True on a machine without an accelerator."""
     return Plant(DataLoader(labelled(), batch_size=64, pin_memory=True), needs="no accelerator")
@@ -192,4 +200,5 @@ PLANTS: dict[str, Callable[[], Plant]] = {
     "class_weights": class_weights_plant, "unbalanced": unbalanced, "fails": fails, "busy_host": busy_host,
     "copy_on_read": copy_on_read, "startup": startup, "input_bound": input_bound, "too_few": too_few,
     "duplicates": duplicates, "threads": threads, "pin_no_accelerator": pin_no_accelerator, "pin_missing": pin_missing,
+    "padded": padded,
 }
