@@ -25,7 +25,7 @@ CASES: tuple[str, ...] = (
     "webdataset_unsplit", "webdataset_split", "stream_unsharded", "stream_sharded",
     "annotations_list_of_dicts", "annotations_numpy", "tensordataset_workers", "hdf5_eager_spawn", "hdf5_lazy_spawn",
     "sampler_class_weights", "sampler_no_replacement", "sampler_per_sample", "balanced_100_classes",
-    "text_default_collate", "text_padding_collate", "lightning_datamodule", "distributed_sampler_set_epoch",
+    "text_default_collate", "text_padding_collate", "text_length_grouped", "lightning_datamodule", "distributed_sampler_set_epoch",
     "timm_16_workers", "blas_transform_workers", "torch_threads_worker_init", "torch_threads_fork_hang",
     "worker_init_startup", "slow_batch_no_workers", "busy_host", "shm_docker", "pin_memory_missing_cuda",
 )
@@ -34,7 +34,7 @@ CASES: tuple[str, ...] = (
 CODES = frozenset({
     "loader-error", "input-bound", "workers-oversubscribed", "workers-too-few", "startup-cost", "pin-memory-no-accelerator",
     "pin-memory-missing", "unbalanced-batches", "class-weights-as-sample-weights", "no-replacement-weights",
-    "iterable-duplicates", "copy-on-read", "shm-too-small", "threads-oversubscribed", "busy-host",
+    "iterable-duplicates", "copy-on-read", "shm-too-small", "threads-oversubscribed", "busy-host", "padding-waste",
 })
 ERROR_CODES = frozenset({"loader-error", "class-weights-as-sample-weights", "iterable-duplicates"})  # always severity error
 DEFAULT_BUDGET_S = 8.0

@@ -11,7 +11,10 @@ from torch.utils.data import DataLoader
 
 from tests.doctor_corpus.text_default_collate import Tokenized
 
-EXPECTED: frozenset[str] = frozenset()
+# Written before lesson 08's rule existed as frozenset() (healthy: the crash fixed). With padding-waste registered
+# it is a finding here: lengths 5-40 in random batches of 32 pad to about 40, so 47 % of positions are padding
+# (measured); transformers' own answer is TrainingArguments(group_by_length=True), text_length_grouped.py.
+EXPECTED: frozenset[str] = frozenset({"padding-waste"})
 BUDGET_S = 5.0
 FAST = True
 
