@@ -199,22 +199,30 @@ def train_step(model: nn.Module, input_ids: torch.Tensor, position_ids: torch.Te
     encode(model, input_ids, position_ids, key_padding=key_padding, attn_mask=attn_mask).square().mean().backward()
 
 
-def time_padded_batches(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]]) -> float:
-    """Seconds to run train_step over padded batches (from pad_collate), padding masked."""
-    started = time.perf_counter()
+@dataclass(frozen=True)
+class StepTimes:
+    """Wall-clock and CPU seconds of some training steps; other programs can stretch only the first."""
+
+    wall_s: float
+    cpu_s: float
+
+
+def time_padded_batches(model: nn.Module, batches: Sequence[dict[str, torch.Tensor]]) -> StepTimes:
+    """Wall and CPU seconds to run train_step over padded batches (from pad_collate), padding masked."""
+    wall, cpu = time.perf_counter(), time.process_time()
     for batch in batches:
         train_step(model, batch["input_ids"], key_padding=~batch["attention_mask"])
-    return time.perf_counter() - started
+    return StepTimes(time.perf_counter() - wall, time.process_time() - cpu)
 
 
-def time_packed_rows(model: nn.Module, packed: Sequence[PackedRows]) -> float:
-    """Seconds to run train_step over packed rows, each row's tokens kept to their own document."""
+def time_packed_rows(model: nn.Module, packed: Sequence[PackedRows]) -> StepTimes:
+    """Wall and CPU seconds to run train_step over packed rows, each token kept to its own document."""
     heads = model["encoder"].layers[0].self_attn.num_heads
-    started = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for rows in packed:
         blocked = ~document_mask(rows.doc_ids, causal=False)  # nn attention masks: True = NOT allowed
         train_step(model, rows.input_ids, rows.position_ids, attn_mask=blocked.repeat_interleave(heads, dim=0))
-    return time.perf_counter() - started
+    return StepTimes(time.perf_counter() - wall, time.process_time() - cpu)
 
 
 def saved_activation_bytes(model: nn.Module, input_ids: torch.Tensor,

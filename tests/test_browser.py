@@ -1,6 +1,7 @@
 """A real JupyterLab in headless Chromium: each notebook with widgets runs clean and its widgets respond."""
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -88,6 +89,19 @@ def lab(tmp_path_factory):
         log.close()
         with pytest.raises(ProcessLookupError):  # no server or kernel process is left behind
             os.killpg(server.pid, 0)
+
+
+@pytest.mark.browser
+def test_widget_messages_run_on_the_main_shell(lab):
+    """`make` installs tools/jupyterlab-overrides.json: with comms on a subshell thread, a widget's first plot raced the
+    cell's own pyplot figure and came out blank or half drawn in 10 of 18 browser runs of lesson 08 (jupyterlab#19719)."""
+    url, token = lab
+    with urllib.request.urlopen(f"{url}/lab/api/settings/@jupyterlab/apputils-extension:kernels-settings?token={token}",
+                                timeout=10) as response:
+        settings = json.load(response)
+    # overrides.json becomes the schema's default (what JupyterLab uses when the user set nothing)
+    default = settings["schema"]["properties"]["commsOverSubshells"]["default"]
+    assert settings["settings"].get("commsOverSubshells", default) == "disabled", settings["settings"]
 
 
 @pytest.mark.browser

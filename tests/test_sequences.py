@@ -119,6 +119,15 @@ def test_padded_batch_gives_each_document_what_it_gets_alone():
             assert torch.allclose(out[row, : len(tokens)], sq.encode(model, tokens[None])[0], atol=1e-5)
 
 
+def test_step_times_count_wall_and_cpu_seconds():
+    model = sq.tiny_encoder()
+    batch = sq.pad_collate([(torch.arange(1, 40), 0), (torch.arange(1, 9), 1)])
+    padded = sq.time_padded_batches(model, [batch, batch])
+    packed = sq.time_packed_rows(model, [sq.pack([torch.arange(1, 40), torch.arange(1, 9)], 64)])
+    for times in (padded, packed):
+        assert isinstance(times, sq.StepTimes) and times.wall_s > 0 and times.cpu_s > 0
+
+
 def test_saved_activation_bytes_grow_with_tokens():
     model = sq.tiny_encoder()
     def saved(rows: int, length: int) -> int:
