@@ -118,7 +118,10 @@ def as_fixed(fixed: Any) -> frozenset[str]:
 
 
 def workers_per_rank(ranks: int = 1, cap: int | None = MAX_WORKERS) -> int:
-    """DataLoader workers per rank: all ranks' processes at most one more than the usable cores, and at most `cap` (None: no cap) (lessons 00, 03, 07)."""
+    """DataLoader workers per rank, at most `cap` (None: no cap) (lessons 00, 03, 07).
+
+    All ranks' processes together are at most one more than the usable cores.
+    """
     ranks = as_int("ranks", ranks, minimum=1)
     fit = env_workers_per_rank(ranks)  # the course's rule (helpers.env), the one the doctor advises
     return fit if cap is None else min(fit, as_int("cap", cap, minimum=0))
@@ -209,32 +212,45 @@ class EvalStream(IterableDataset):
             worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
             start, step = self.rank * workers + worker, self.world_size * workers
         for index in range(start, len(self.labels), step):
-            yield {"key": index, "input": _decode(self.raw[index], self.spin_iterations), "label": int(self.labels[index])}
+            yield {"key": index, "input": _decode(self.raw[index], self.spin_iterations),
+                   "label": int(self.labels[index])}
 
 
 def make_loader(fixed: Iterable[str] = (), *, seed: int = 0) -> DataLoader:
-    """The training DataLoader with every fault not in `fixed` planted; under a process group, this rank's loader (lesson 07)."""
+    """The training DataLoader with every fault not in `fixed` planted (lesson 07).
+
+    Under a process group, this rank's loader.
+    """
     fixed, seed = as_fixed(fixed), as_int("seed", seed, minimum=0)
     rank, world = rank_and_world()
     raw, labels = training_data(seed)
-    dataset: Dataset = ClinicDataset(raw, labels, list_backed="list-backed" not in fixed)  # FAULT list-backed
+    dataset: Dataset = ClinicDataset(raw, labels,
+                                     list_backed="list-backed" not in fixed)  # FAULT list-backed
     distributed = world > 1 and "uneven-shards" in fixed
-    if world > 1 and not distributed:  # FAULT uneven-shards: each rank takes whole shards, 3 and 2 of 5
+    # FAULT uneven-shards: each rank takes whole shards, 3 and 2 of 5
+    if world > 1 and not distributed:
         mine = np.concatenate(np.array_split(np.arange(len(labels)), NUM_SHARDS)[rank::world])
         dataset, labels = Subset(dataset, mine.tolist()), labels[mine]
     draws = torch.Generator().manual_seed(seed)
-    if "no-rebalancing" not in fixed:  # FAULT no-rebalancing: shuffling keeps the 100:10:1 mix in every batch
-        sampler: Any = DistributedSampler(dataset, seed=seed) if distributed else RandomSampler(dataset, generator=draws)
+    # FAULT no-rebalancing: shuffling keeps the 100:10:1 mix in every batch
+    if "no-rebalancing" not in fixed:
+        sampler: Any = (DistributedSampler(dataset, seed=seed) if distributed
+                        else RandomSampler(dataset, generator=draws))
     else:
-        if "class-weights-as-sample-weights" not in fixed:  # FAULT class-weights-as-sample-weights: one weight per class, not per sample
+        # FAULT class-weights-as-sample-weights: one weight per class, not per sample
+        if "class-weights-as-sample-weights" not in fixed:
             weights = torch.as_tensor(class_weights(class_counts(labels, NUM_CLASSES)))
         else:
             weights = sample_weights(labels)
-        sampler = (DistributedWeightedSampler(weights, num_samples=len(labels), seed=seed) if distributed
+        sampler = (DistributedWeightedSampler(weights, num_samples=len(labels), seed=seed)
+                   if distributed
                    else WeightedRandomSampler(weights, num_samples=len(labels), generator=draws))
-    workers = workers_per_rank(world) if "no-workers" in fixed else 0  # FAULT no-workers: decoding in the training loop
-    return DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler, num_workers=workers, persistent_workers=workers > 0,
-                      pin_memory="pin-on-the-fly" in fixed and torch.accelerator.is_available())  # FAULT pin-on-the-fly: no pinning here
+    # FAULT no-workers: decoding in the training loop
+    workers = workers_per_rank(world) if "no-workers" in fixed else 0
+    return DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler, num_workers=workers,
+                      persistent_workers=workers > 0,
+                      # FAULT pin-on-the-fly: no pinning here
+                      pin_memory="pin-on-the-fly" in fixed and torch.accelerator.is_available())
 
 
 def make_eval_loader(fixed: Iterable[str] = (), *, seed: int = 0) -> DataLoader:
@@ -250,15 +266,22 @@ def template_loader(seed: int = 0) -> DataLoader:
     seed = as_int("seed", seed, minimum=0)
     rank, world = rank_and_world()
     raw, labels = training_data(seed)
-    dataset = ClinicDataset(raw, labels, list_backed=False)  # one numpy array: nothing for workers to copy on read
+    # one numpy array: nothing for workers to copy on read
+    dataset = ClinicDataset(raw, labels, list_backed=False)
     weights = sample_weights(labels)  # one weight per sample: its class's inverse frequency
-    if world > 1:  # one weighted draw over the whole dataset, a disjoint equal share per rank; call set_epoch each epoch
+    # one weighted draw over the whole dataset, a disjoint equal share per rank;
+    # call set_epoch each epoch
+    if world > 1:
         sampler: Any = DistributedWeightedSampler(weights, num_samples=len(labels), seed=seed)
     else:
-        sampler = WeightedRandomSampler(weights, num_samples=len(labels), generator=torch.Generator().manual_seed(seed))
-    workers = workers_per_rank(world)  # all ranks' processes at most one more than the usable cores (capped for this small data)
-    return DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler, num_workers=workers, persistent_workers=workers > 0,
-                      pin_memory=torch.accelerator.is_available())  # pinned in a background thread; copy with non_blocking=True
+        sampler = WeightedRandomSampler(weights, num_samples=len(labels),
+                                        generator=torch.Generator().manual_seed(seed))
+    # all ranks' processes at most one more than the usable cores (capped for this small data)
+    workers = workers_per_rank(world)
+    return DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler, num_workers=workers,
+                      persistent_workers=workers > 0,
+                      # pinned in a background thread; copy with non_blocking=True
+                      pin_memory=torch.accelerator.is_available())
 
 
 def make_model(seed: int = 0) -> nn.Module:
@@ -282,7 +305,10 @@ def _device(device: Any) -> torch.device:
 
 def make_step(fixed: Iterable[str] = (), *, model: nn.Module | None = None, device: Any = None,
               seed: int = 0) -> Callable[[dict[str, Any]], torch.Tensor]:
-    """A training step on one batch (copy, forward, backward, Adam step) returning the loss; pins on the fly unless fixed (lesson 07)."""
+    """A training step (copy, forward, backward, Adam step) that returns the loss (lesson 07).
+
+    The step takes one batch, and pins it on the fly unless "pin-on-the-fly" is in `fixed`.
+    """
     fixed, device = as_fixed(fixed), _device(device)
     model = make_model(seed).to(device) if model is None else model
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
@@ -290,7 +316,8 @@ def make_step(fixed: Iterable[str] = (), *, model: nn.Module | None = None, devi
 
     def step(batch: dict[str, Any]) -> float:
         inputs, labels = batch["input"], batch["label"]
-        if pin_here:  # FAULT pin-on-the-fly: the loop pins each batch itself, and waits while it does
+        # FAULT pin-on-the-fly: the loop pins each batch itself, and waits while it does
+        if pin_here:
             inputs, labels = inputs.pin_memory(), labels.pin_memory()
         inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
         loss = F.cross_entropy(model(inputs), labels)

@@ -80,12 +80,14 @@ def median_speed(runs: Sequence[Speed]) -> Speed:
                  int(np.median([r.steps for r in runs])), float(np.median([r.loop_cpu_ms for r in runs])))
 
 
-def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: int = 48, seed: int = 0) -> tuple[list[list[Speed]], Headroom]:
-    """Every rung timed `rounds` times, and the last rung's speed-up over the first against the ceiling, round by round (lesson 07).
+def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: int = 48,
+                  seed: int = 0) -> tuple[list[list[Speed]], Headroom]:
+    """Every rung timed `rounds` times; the last rung's speed-up against the ceiling (lesson 07).
 
-    In each round the first and last rungs run back to back (their order alternating) between two measurements of the
-    2-process ceiling, so the pair the lesson asserts on and the headroom it is judged against share the same moment;
-    the rungs between follow.
+    The speed-up is the last rung's over the first, set against the ceiling round by round.
+    In each round the first and last rungs run back to back (their order alternating) between two
+    measurements of the 2-process ceiling, so the pair the lesson asserts on and the headroom it
+    is judged against share the same moment; the rungs between follow.
     """
     ladder = [as_fixed(config) for config in ladder]
     if len(ladder) < 2:
@@ -95,11 +97,13 @@ def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: in
     speedups, ceilings = [], []
     for index in range(rounds):
         ends = (0, len(ladder) - 1) if index % 2 == 0 else (len(ladder) - 1, 0)
-        pair, ceiling = bracketed(lambda: {rung: measure_speed(ladder[rung], steps=steps, seed=seed) for rung in ends})
+        pair, ceiling = bracketed(lambda: {rung: measure_speed(ladder[rung], steps=steps, seed=seed)
+                                           for rung in ends})
         speedups.append(pair[len(ladder) - 1].samples_per_s / pair[0].samples_per_s)
         ceilings.append(ceiling)
         for rung in range(len(ladder)):
-            measured[rung].append(pair[rung] if rung in pair else measure_speed(ladder[rung], steps=steps, seed=seed))
+            measured[rung].append(pair[rung] if rung in pair
+                                  else measure_speed(ladder[rung], steps=steps, seed=seed))
     return measured, Headroom(tuple(speedups), tuple(ceilings))
 
 
@@ -179,43 +183,58 @@ def evaluate(model: nn.Module, fixed: Iterable[str] = (), *, seed: int = 0, devi
     return {**found, "recall_per_class": recall, "eval_samples": len(mine[2]), "eval_distinct": len(set(mine[2]))}
 
 
-def train(fixed: Iterable[str] = (), *, epochs: int = EPOCHS, seed: int = 0, device: Any = None) -> Run:
-    """Run the clinic's script with the faults not in `fixed`: train, evaluate, return what was measured; under a process group, this rank's part (lesson 07)."""
-    fixed, epochs, seed, device = as_fixed(fixed), as_int("epochs", epochs, minimum=1), as_int("seed", seed, minimum=0), _device(device)
+def train(fixed: Iterable[str] = (), *, epochs: int = EPOCHS, seed: int = 0,
+          device: Any = None) -> Run:
+    """Run the clinic's script with the faults not in `fixed`: train, evaluate, measure (lesson 07).
+
+    It returns what was measured; under a process group, this rank's part.
+    """
+    fixed, epochs, seed, device = (as_fixed(fixed), as_int("epochs", epochs, minimum=1),
+                                   as_int("seed", seed, minimum=0), _device(device))
     started = time.perf_counter()
     rank, world = rank_and_world()
     with _one_cpu_thread(device):
         model = make_model(seed).to(device)
         if world > 1:
-            model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+            model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None)
         step = make_step(fixed, model=model, device=device)
         loader = make_loader(fixed, seed=seed)
         timer = StepTimer(device)
         draws, uss_start = [], []
         for epoch in range(epochs):
-            if "no-set-epoch" in fixed and hasattr(loader.sampler, "set_epoch"):  # FAULT no-set-epoch: without it, each epoch repeats
+            # FAULT no-set-epoch: without it, each epoch repeats
+            if "no-set-epoch" in fixed and hasattr(loader.sampler, "set_epoch"):
                 loader.sampler.set_epoch(epoch)
             seen: list[int] = []
             for batch in timer.wrap(loader):
                 step(batch)
                 seen.extend(batch["index"].tolist())
                 if not uss_start and loader.num_workers:
-                    uss_start = _worker_uss(loader)  # after the first batch: the workers have started
+                    # after the first batch: the workers have started
+                    uss_start = _worker_uss(loader)
             draws.append(tuple(seen))
             if world > 1:
-                dist.barrier()  # end of epoch: every rank waits for the others (say, before rank 0 saves a checkpoint)
+                # end of epoch: every rank waits for the others
+                # (say, before rank 0 saves a checkpoint)
+                dist.barrier()
         growth = [end - start for start, end in zip(uss_start, _worker_uss(loader))]
         del loader  # its persistent workers exit here
         found = evaluate(model, fixed, seed=seed, device=device)
     wait, compute = sum(timer.data_wait_s[1:]), sum(timer.compute_s[1:])
     trained = sum(len(d) for d in draws) - len(draws[0][:BATCH_SIZE])  # the first step is start-up
-    return Run(fixed, rank, world, trained / (wait + compute), wait / (wait + compute), found["accuracy"], found["balanced_accuracy"],
-               found["minority_recall"], found["eval_samples"], found["eval_distinct"], found["recall_per_class"], tuple(draws),
-               tuple(growth), time.perf_counter() - started)
+    return Run(fixed, rank, world, trained / (wait + compute), wait / (wait + compute),
+               found["accuracy"], found["balanced_accuracy"], found["minority_recall"],
+               found["eval_samples"], found["eval_distinct"], found["recall_per_class"],
+               tuple(draws), tuple(growth), time.perf_counter() - started)
 
 
-def train_in_turn(configs: Sequence[Iterable[str]], *, epochs: int = EPOCHS, seed: int = 0) -> list[Run]:
-    """train() for each set of fixed faults in turn, in one process group: one launch of ranks for several runs (lesson 07)."""
+def train_in_turn(configs: Sequence[Iterable[str]], *, epochs: int = EPOCHS,
+                  seed: int = 0) -> list[Run]:
+    """train() for each set of fixed faults in turn, in one process group (lesson 07).
+
+    One launch of ranks serves several runs.
+    """
     configs = [as_fixed(config) for config in configs]
     if not configs:
         raise ValueError("configs must hold at least one set of fixed faults, got none")

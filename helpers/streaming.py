@@ -19,9 +19,16 @@ from helpers._validate import as_fraction, as_int, short
 
 
 def write_shards(
-    folder: str | os.PathLike, num_samples: int, samples_per_shard: int, num_features: int = 8, seed: int = 0
+    folder: str | os.PathLike,
+    num_samples: int,
+    samples_per_shard: int,
+    num_features: int = 8,
+    seed: int = 0,
 ) -> list[Path]:
-    """Write synthetic samples (key, input.npy, label.cls) as tar shards with webdataset.TarWriter (lesson 06)."""
+    """Write synthetic samples (key, input.npy, label.cls) as tar shards (lesson 06).
+
+    Each shard is written with webdataset.TarWriter.
+    """
     import webdataset as wds
 
     if not isinstance(folder, (str, os.PathLike)):
@@ -34,19 +41,29 @@ def write_shards(
     labels = inputs.sum(axis=1) > 0  # class 1: a positive sum
     Path(folder).mkdir(parents=True, exist_ok=True)
     num_shards = -(-num_samples // samples_per_shard)
-    paths = [Path(folder) / f"shard-{number:05d}-of-{num_shards:05d}.tar" for number in range(num_shards)]
+    paths = [
+        Path(folder) / f"shard-{number:05d}-of-{num_shards:05d}.tar" for number in range(num_shards)
+    ]
     for number, path in enumerate(paths):
         with wds.TarWriter(str(path)) as sink:
-            for index in range(number * samples_per_shard, min(num_samples, (number + 1) * samples_per_shard)):
-                sink.write({"__key__": f"{index:08d}", "input.npy": inputs[index], "label.cls": int(labels[index])})
+            for index in range(number * samples_per_shard,
+                               min(num_samples, (number + 1) * samples_per_shard)):
+                sink.write({"__key__": f"{index:08d}", "input.npy": inputs[index],
+                            "label.cls": int(labels[index])})
     return paths
 
 
-def shard_assignment(num_shards: int, world_size: int, num_workers: int) -> dict[tuple[int, int], list[int]]:
-    """Which shards each (rank, worker) reads, split as webdataset's split_by_node then split_by_worker do (lesson 06)."""
+def shard_assignment(
+    num_shards: int, world_size: int, num_workers: int
+) -> dict[tuple[int, int], list[int]]:
+    """Which shards each (rank, worker) reads, split as webdataset splits them (lesson 06).
+
+    The split is webdataset's split_by_node, then split_by_worker.
+    """
     num_shards = as_int("num_shards", num_shards, minimum=1)
     world_size = as_int("world_size", world_size, minimum=1)
-    readers = max(1, as_int("num_workers", num_workers, minimum=0))  # num_workers=0: the main process reads
+    # num_workers=0: the main process reads
+    readers = max(1, as_int("num_workers", num_workers, minimum=0))
     return {
         (rank, worker): list(range(num_shards))[rank::world_size][worker::readers]
         for rank in range(world_size)
@@ -136,17 +153,22 @@ class ShardedStream(IterableDataset):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
-        worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)  # no workers: this process reads
+        # no workers: this process reads
+        worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
         plan = shard_assignment(len(self.shards), self.world_size, num_workers)
         mine = plan[(self.rank, worker)]
         if not self.equal_steps:
             for index in mine:
                 yield from read_shard(self.shards[index])
             return
-        # Equal steps: every rank keeps the first `quota` samples of its shards (in the rank's order), where
-        # `quota` is the smallest rank's total; each worker opens only its own shards with their share of it.
+        # Equal steps: every rank keeps the first `quota` samples of its shards (in the rank's
+        # order), where `quota` is the smallest rank's total; each worker opens only its own
+        # shards with their share of it.
         sizes = [count_samples(shard) for shard in self.shards]
-        rank_shards = [sorted(index for (r, _), indices in plan.items() if r == rank for index in indices) for rank in range(self.world_size)]
+        rank_shards = [
+            sorted(index for (r, _), indices in plan.items() if r == rank for index in indices)
+            for rank in range(self.world_size)
+        ]
         quota = min(sum(sizes[index] for index in shards) for shards in rank_shards)
         before = 0
         for index in rank_shards[self.rank]:
@@ -171,7 +193,10 @@ def write_small_files(folder: str | os.PathLike, num_samples: int, num_features:
 
 
 def read_samples(paths: Sequence[str | os.PathLike], open_delay_s: float = 0.0) -> int:
-    """Read every sample of .tar shards or .npy files, sleeping `open_delay_s` per file opened (a simulated network filesystem); the count (lesson 06)."""
+    """Read every sample of .tar shards or .npy files and return the count (lesson 06).
+
+    Sleeps `open_delay_s` per file opened (a simulated network filesystem).
+    """
     paths = _shard_paths(paths)
     if isinstance(open_delay_s, bool) or not isinstance(open_delay_s, (int, float)) or open_delay_s < 0:
         raise ValueError(f"open_delay_s must be a number of seconds >= 0, got {short(open_delay_s)}")
@@ -187,7 +212,11 @@ def read_samples(paths: Sequence[str | os.PathLike], open_delay_s: float = 0.0) 
 
 
 class H5Samples(Dataset):
-    """Rows of an HDF5 dataset 'inputs', the file opened in __init__ (shared with forked workers, unpicklable) or lazily once per process (lesson 06)."""
+    """Rows of an HDF5 dataset 'inputs', the file opened in __init__ or lazily (lesson 06).
+
+    Opened in __init__, the file is shared with forked workers (and unpicklable); opened lazily,
+    once per process.
+    """
 
     def __init__(self, path: str | os.PathLike, open_in_init: bool) -> None:
         if not isinstance(open_in_init, bool):
@@ -196,7 +225,8 @@ class H5Samples(Dataset):
             raise ValueError(f"path must name an existing HDF5 file, got {short(path)}")
         self.path = str(path)
         self.file: Any = None
-        self.opened_by: list[int] = []  # pids that opened the file through this object, as each process sees it
+        # pids that opened the file through this object, as each process sees it
+        self.opened_by: list[int] = []
         with h5py.File(self.path, "r") as file:
             self.length = len(file["inputs"])
         if open_in_init:
@@ -210,9 +240,11 @@ class H5Samples(Dataset):
         return self.length
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        if self.file is None:  # first access in this process: open once, keep it for the worker's lifetime
+        # first access in this process: open once, keep it for the worker's lifetime
+        if self.file is None:
             self._open()
-        return {"index": index, "input": torch.from_numpy(self.file["inputs"][index]), "pid": os.getpid(), "opens": len(self.opened_by)}
+        return {"index": index, "input": torch.from_numpy(self.file["inputs"][index]),
+                "pid": os.getpid(), "opens": len(self.opened_by)}
 
 
 class LabelCostDataset(Dataset):
@@ -260,7 +292,10 @@ class CountedStream(IterableDataset):
 
 
 class SeekableCountedStream(CountedStream):
-    """CountedStream with state_dict / load_state_dict: a resumed iteration starts at the saved position, reading nothing twice (lesson 06)."""
+    """CountedStream with state_dict / load_state_dict, so a resume reads nothing twice (lesson 06).
+
+    A resumed iteration starts at the saved position.
+    """
 
     def __init__(self, num_items: int, ms_per_item: float = 0.0) -> None:
         super().__init__(num_items, ms_per_item)
