@@ -7,10 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.utils.data import DistributedSampler
 
 from helpers._validate import short
-from helpers.sequence_samplers import BucketBatchSampler, DistributedBucketSampler
+from helpers.sequence_samplers import BucketBatchSampler, DistributedBucketSampler, per_rank_buckets
 from helpers.sequences import TokenCorpus, pad_collate, tiny_encoder, train_step
 
 SAMPLERS = ("per-rank buckets", "distributed buckets")  # how a rank gets its batches
@@ -21,10 +20,8 @@ def rank_sampler(lengths: np.ndarray, how: str, batch_size: int | None = None,
                  seed: int = 0) -> BucketBatchSampler | DistributedBucketSampler:
     """This rank's batch sampler: its own share bucketed its own way, or one plan for all ranks."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    if how == "per-rank buckets":  # DistributedSampler's share, bucketed, shuffled with seed + rank
-        share = list(DistributedSampler(range(len(lengths)), num_replicas=world, rank=rank,
-                                        seed=seed))
-        return BucketBatchSampler(lengths, batch_size, max_tokens, seed=seed + rank, indices=share)
+    if how == "per-rank buckets":
+        return per_rank_buckets(lengths, rank, world, batch_size, max_tokens, seed=seed)
     if how == "distributed buckets":
         return DistributedBucketSampler(lengths, world, rank, batch_size, max_tokens, seed=seed)
     raise ValueError(f"how must be one of {SAMPLERS}, got {short(how)}")

@@ -224,6 +224,16 @@ class MixtureSampler(_Resumable, Sampler[int]):
         return out.tolist()
 
 
+def per_rank_buckets(lengths: Sequence[int] | np.ndarray, rank: int, world_size: int,
+                     batch_size: int | None = None, max_tokens: int | None = None,
+                     seed: int = 0) -> BucketBatchSampler:
+    """The usual first try: a rank's DistributedSampler share, bucketed on its own (lesson 08)."""
+    share = list(DistributedSampler(range(len(lengths)), num_replicas=world_size, rank=rank,
+                                    seed=seed))
+    # each rank shuffles its batches its own way (seed + rank), as random.shuffle per process would
+    return BucketBatchSampler(lengths, batch_size, max_tokens, seed=seed + rank, indices=share)
+
+
 STRATEGIES = ("random", "bucketed", "token budget, per rank", "token budget, distributed", "packed")
 
 
@@ -250,7 +260,7 @@ def rank_plans(lengths: Sequence[int] | np.ndarray, strategy: str, batch_size: i
             plans.append([sum(rows[i : i + batch_size], []) for i in range(0, len(rows), batch_size)])
         else:
             limits = {"batch_size": batch_size} if strategy == "bucketed" else {"max_tokens": budget}
-            plans.append(list(BucketBatchSampler(lengths, **limits, seed=seed + rank, indices=share)))
+            plans.append(list(per_rank_buckets(lengths, rank, world_size, **limits, seed=seed)))
     return plans
 
 
