@@ -28,9 +28,10 @@ def test_import_has_no_side_effects():
 
 
 def test_moved_names_are_found_and_unknown_ones_named():
-    from helpers import clinic, clinic_runs, loading, loading_reference, transfer_bench, transfer_timeline
+    from helpers import clinic, clinic_runs, host_copies, loading, loading_reference, transfer_bench, transfer_timeline
 
     assert clinic.train is clinic_runs.train and loading.cpu_model is loading_reference.cpu_model
     assert transfer_bench.gpu_link is transfer_timeline.gpu_link
+    assert transfer_bench.host_copy_sweep is host_copies.host_copy_sweep
     with pytest.raises(AttributeError, match="module 'helpers.clinic' has no attribute 'no_such_name'"):
         clinic.no_such_name  # noqa: B018
