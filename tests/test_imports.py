@@ -35,3 +35,9 @@ def test_moved_names_are_found_and_unknown_ones_named():
     assert transfer_bench.host_copy_sweep is host_copies.host_copy_sweep
     with pytest.raises(AttributeError, match="module 'helpers.clinic' has no attribute 'no_such_name'"):
         clinic.no_such_name  # noqa: B018
+
+
+def test_no_helpers_module_is_over_400_lines():
+    long = {str(path.relative_to(ROOT)): n for path in (ROOT / "helpers").rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
+    assert not long, f"split these modules (CONTRIBUTING.md: small, clear code): {long}"

@@ -9,8 +9,10 @@ from helpers.checks.lesson02 import check_balanced_sampler, check_focal_loss, ch
 from helpers.checks.lesson03 import check_getitems, check_knee, check_seed_worker, check_steady_samples_per_s
 from helpers.checks.lesson04 import check_gb_per_s, check_move_to, check_prefetched, check_safe_read
 from helpers.checks.lesson05 import check_deduplicated_accuracy, check_epoch_orders, check_rank_loader
-from helpers.checks.lesson06 import check_lazy_h5, check_my_shards, check_remaining_indices, check_shard_count
-from helpers.checks.lesson07 import check_balanced_loader, check_loader_with_workers, check_sharded_eval_stream, check_to_array
+from helpers.checks.lesson06 import check_my_shards, check_remaining_indices, check_shard_count
+from helpers.checks.lesson06_h5 import check_lazy_h5
+from helpers.checks.lesson07 import check_balanced_loader, check_loader_with_workers
+from helpers.checks.lesson07_streams import check_sharded_eval_stream, check_to_array
 from helpers.checks.lesson07_own_finding import check_needs_set_epoch
 from helpers.checks.lesson08 import check_packed_mask, check_padding_share, check_rank_batches, check_token_budget
 

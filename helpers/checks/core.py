@@ -79,30 +79,55 @@ class Wrong:
     says: str
 
 
-def _same(got: Any, expected: Any, kind: type, exact_float: bool = False) -> tuple[bool, str]:
-    """Whether `got` is the right answer of type `kind`; the reason when not.
+Mistake = tuple[Callable[..., Any], str]  # a typical wrong answer and the hint to give when the learner's matches it
 
-    kind=list means a 1-D sequence of ints (counts); exact_float=True refuses an int where a float is asked for.
-    """
+
+def _is_error(expected: Any) -> bool:
+    return isinstance(expected, type) and issubclass(expected, BaseException)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def matches(got: Any, value: Any) -> bool:
+    """Whether two answers hold the same numbers (a number, or a 1-D sequence of them), whatever their types."""
+    if _number(got) and _number(value):
+        return math.isclose(float(got), float(value), rel_tol=1e-6, abs_tol=1e-9)
+    if _number(got) or _number(value) or isinstance(got, dict) or isinstance(value, dict):
+        return False
+    try:
+        a, b = np.asarray(got, dtype=np.float64), np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-6, atol=1e-9))
+
+
+def _type_problem(got: Any, kind: type, expected: Any, type_hint: str) -> str:
+    """Why `got` is not an answer of `kind` (int, float, or list: a 1-D sequence of ints); "" when it is."""
+    if kind is int:
+        if isinstance(got, (int, np.integer)) and not isinstance(got, (bool, np.bool_)):
+            return ""
+        if isinstance(got, (float, np.floating)):
+            return f", a float; expected an int{type_hint}"
+        return f" of type {type(got).__name__}; expected an int"
     if kind is float:
-        if isinstance(got, bool) or not isinstance(got, (float, int)):
-            return False, f"of type {type(got).__name__}; expected a float"
-        if exact_float and isinstance(got, int):
-            return False, "of type int; expected a float (divide with /, not //)"
-        return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9), ""
-    if kind is list:
-        try:
-            array = np.asarray(got)
-        except (TypeError, ValueError, RuntimeError):
-            return False, f"of type {type(got).__name__}; expected a 1-D sequence of {len(expected)} ints"
-        if array.ndim != 1:
-            return False, f"of shape {array.shape}; expected a 1-D sequence of {len(expected)} ints"
-        if array.size and array.dtype.kind not in "iu":
-            return False, f"with dtype {array.dtype}; expected ints (counts are whole numbers)"
-        return array.tolist() == list(expected), ""
-    if type(got) is not kind:
-        return False, f"of type {type(got).__name__}; expected {kind.__name__}"
-    return got == expected, ""
+        if not _number(got):
+            return f" of type {type(got).__name__}; expected a float"
+        if type_hint and isinstance(got, (int, np.integer)):
+            return f" of type int; expected a float{type_hint}"
+        return ""
+    if isinstance(got, dict):
+        return f", a dict; expected a list or array of {len(expected)} counts in class order (0, 1, 2, ...)"
+    try:
+        array = np.asarray(got)
+    except (TypeError, ValueError, RuntimeError):
+        return f" of type {type(got).__name__}; expected a 1-D sequence of {len(expected)} ints"
+    if array.ndim != 1:
+        return f" of shape {array.shape}; expected a 1-D sequence of {len(expected)} ints"
+    if array.size and array.dtype.kind not in "iu":
+        return f" with dtype {array.dtype}; expected ints (counts are whole numbers){type_hint}"
+    return ""
 
 
 class Answer:
@@ -134,34 +159,48 @@ class Answer:
             if self._is_stub(exc):
                 raise _Stub from exc
 
-    def cases(self, cases: Sequence[Case], kind: type = int, exact_float: bool = False) -> str:
-        """Call the answer on each case (kind: int, float or list of ints); the first wrong answer fails the check.
+    def cases(self, cases: Sequence[Case], kind: type = int, mistakes: Sequence[Mistake] = (), type_hint: str = "") -> str:
+        """Call the answer on each case; the first wrong one fails the check, naming the call, what came back and why.
 
-        exact_float=True (the exercise asks for a float): an int fails even when its value is right.
+        kind: int (Python or numpy ints pass), float (any number; with `type_hint`, an int fails) or list (1-D ints).
+        mistakes: (typical wrong answer, hint); when the learner's value is the one it gives, the verdict gives its hint.
         """
         for case in cases:
             call = f"{self.name}({', '.join(repr(a) for a in case.args)})"
-            expects_error = isinstance(case.expected, type) and issubclass(case.expected, BaseException)
-            try:
-                got = self.value(*case.args)
-            except Exception as exc:
-                if self._is_stub(exc):
-                    raise _Stub from exc
-                if expects_error and isinstance(exc, case.expected):
+            expects_error = _is_error(case.expected)
+
+            def unexpected(exc: Exception, case: Case = case) -> str:
+                return f"; expected {case.expected.__name__} ({case.why})" if _is_error(case.expected) else f" ({case.why})"
+
+            with self.calling(call, hint=unexpected):
+                try:
+                    got = self.value(*case.args)
+                except Exception as exc:
+                    if not (expects_error and isinstance(exc, case.expected)):
+                        raise
                     missing = [word for word in case.names if word not in str(exc)]
                     if missing:
-                        raise Failed(f"{call} raised {type(exc).__name__}({str(exc)!r}): name the argument and its value in the "
-                                     f"message ({' and '.join(repr(w) for w in missing)} missing)") from exc
+                        raise Failed(f"{call} raised {type(exc).__name__}({str(exc)!r}): name the argument and its value in "
+                                     f"the message ({' and '.join(repr(w) for w in missing)} missing)") from exc
                     continue
-                expected = f"; expected {case.expected.__name__}" if expects_error else ""
-                raise Failed(f"{call} raised {type(exc).__name__}: {exc}{expected} ({case.why})") from exc
             if expects_error:
                 raise Failed(f"{call} returned {got!r}; expected {case.expected.__name__} ({case.why})")
-            right, wrong_type = _same(got, case.expected, kind, exact_float)
-            if wrong_type:
-                raise Failed(f"{call} returned {got!r} {wrong_type}")
-            if not right:
-                raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {case.why}")
+            problem = _type_problem(got, kind, case.expected, type_hint)
+            if not problem and (np.asarray(got).tolist() == list(case.expected) if kind is list else matches(got, case.expected)):
+                continue
+            hints: list[str] = []
+            for model, hint in mistakes:
+                try:
+                    typical = model(*case.args)
+                except Exception:  # noqa: BLE001 - a model that cannot run on this case says nothing about it
+                    continue
+                if not matches(typical, case.expected) and matches(got, typical) and hint not in hints:
+                    hints.append(hint)
+            if hints:  # two typical mistakes can give the same value: name each
+                raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {'; or '.join(hints)}")
+            if problem:
+                raise Failed(f"{call} returned {got!r}{problem}")
+            raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {case.why}")
         return f"{self.name} is right in all {len(cases)} cases"
 
 

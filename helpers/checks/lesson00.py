@@ -1,14 +1,18 @@
 """Lesson 00's self-check: num_workers per rank."""
 from __future__ import annotations
 
-from helpers.checks.core import Answer, Case, Wrong, exercise
+import os
+
+from helpers.checks.core import Answer, Case, Mistake, Wrong, exercise
 
 WORKERS_PER_RANK_CASES: tuple[Case, ...] = (
     Case((2, 1), 2, "1 main process + 2 workers = 3 processes on 2 cores: one over, which the rule allows"),
+    Case((1, 1), 1, "1 main process + 1 worker = 2 processes on 1 core: one over, which the rule allows"),
     Case((16, 8), 1, "8 x (1 + 1) = 16 processes on 16 cores; 8 x (1 + 2) = 24 would be 7 over"),
     Case((64, 8), 7, "8 x (1 + 7) = 64 processes on 64 cores; one more worker each is 8 over"),
     Case((96, 8), 11, "8 x (1 + 11) = 96 on 96 cores"),
     Case((7, 2), 3, "2 x (1 + 3) = 8 processes on 7 cores: one over, allowed"),
+    Case((3, 2), 1, "2 x (1 + 1) = 4 processes on 3 cores: exactly one over, allowed (at most, not below)"),
     Case((2, 2), 0, "2 ranks on 2 cores: 2 x (1 + 1) = 4 is 2 over, so load in the main process (num_workers=0)"),
     Case((4, 8), 0, "more ranks than cores: never a negative num_workers; 0 is the least"),
     Case((6, 4), 0, "4 x (1 + 1) = 8 processes on 6 cores is 2 over: (6 + 1) / 4 - 1 = 0.75 rounds down, not up"),
@@ -18,6 +22,18 @@ WORKERS_PER_RANK_CASES: tuple[Case, ...] = (
     Case((-1, 1), ValueError, "a negative core count is bad input too: check `< 1`, not `== 0`", ("usable_cores", "-1")),
     Case((8, -1), ValueError, "a negative rank count is bad input too (max(0, ...) would hide it): check ranks_per_node `< 1`, "
          "not `== 0`", ("ranks_per_node", "-1")),
+)
+
+
+def _per_rank(cores: int, ranks: int) -> int:
+    return max(0, (cores + 1) // ranks - 1)
+
+
+WORKERS_MISTAKES: tuple[Mistake, ...] = (
+    (lambda c, r: _per_rank(os.cpu_count() or 1, r), "that is the answer for this machine's core count: use the "
+     "usable_cores argument, not os.cpu_count() (the rule is for any node)"),
+    (lambda c, r: max(0, c + 1 - r), "that is the whole node's workers (cores + 1 - ranks): divide among the "
+     "ranks_per_node ranks, each running 1 main process + num_workers"),
 )
 
 
@@ -47,7 +63,7 @@ def _ranks_checked_against_zero(usable_cores: int, ranks_per_node: int) -> int:
     Wrong(lambda c, r: max(0, c // r - 1), "workers_per_rank(2, 1) returned 1, expected 2"),  # no process over the cores
     Wrong(lambda c, r: (c + 1) // r - 1 if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "returned -1"),  # negative
     Wrong(lambda c, r: 2 * c, "returned 4"),  # the "2x cores" folklore
-    Wrong(lambda c, r: max(0, (c + 1 - r) / r) if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "of type float"),
+    Wrong(lambda c, r: max(0, (c + 1 - r) / r) if c >= 1 and r >= 1 else workers_per_rank_right(c, r), "a float"),
     Wrong(lambda c, r: max(0, (c + 1) // max(r, 1) - 1), "expected ValueError"),  # no input validation
     Wrong(lambda c, r: max(0, round((c + 1) / r - 1)) if c >= 1 and r >= 1 else workers_per_rank_right(c, r),
           "workers_per_rank(6, 4) returned 1, expected 0"),  # rounds instead of flooring
@@ -61,4 +77,5 @@ def _ranks_checked_against_zero(usable_cores: int, ranks_per_node: int) -> int:
 ])
 def check_workers_per_rank(answer: Answer) -> str:
     """Exercise 00.1: num_workers per rank so that ranks x (1 main + workers) is at most the usable cores + 1."""
-    return answer.cases(WORKERS_PER_RANK_CASES)
+    return answer.cases(WORKERS_PER_RANK_CASES, int, WORKERS_MISTAKES,
+                     type_hint=": num_workers is a whole number, so divide with // (floor division), not /")

@@ -8,15 +8,38 @@ from typing import Any
 import numpy as np
 
 from helpers import data, imbalance, metrics
-from helpers.checks.core import Answer, Case, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, Mistake, Wrong, exercise
 
 CLASS_COUNTS_CASES: tuple[Case, ...] = (
     Case(([0, 2, 2, 2], 3), [1, 0, 3], "class 1 has no sample and must still count 0"),
     Case(([1, 1], 4), [0, 2, 0, 0], "num_classes=4 means four counts, even when classes 0, 2 and 3 are absent"),
     Case(([2, 0, 2, 1, 2], 3), [1, 1, 3], "counts are in class order 0, 1, 2, not in order of appearance"),
-    Case(([], 2), [0, 0], "no labels: every class counts 0"),
     Case((np.array([0, 2, 2, 2, 1]), 3), [1, 1, 3], "labels can be a numpy array, as in the lesson: count with np.bincount "
          "(or convert with np.asarray first), not with list methods"),
+    Case((np.zeros(0, dtype=np.int64), 2), [0, 0], "no labels: every class counts 0"),
+    Case((np.array([3, 3, 0, 3]), 5), [1, 0, 0, 3, 0], "classes 1, 2 and 4 are empty: the empty classes in the middle and at "
+         "the end still count 0, each at its own position"),
+)
+
+
+def _bincount(labels: Any, n: int) -> np.ndarray:
+    return np.bincount(np.asarray(labels, dtype=np.int64), minlength=n)
+
+
+def _unique_counts(labels: Any, n: int) -> np.ndarray:
+    return np.unique(np.asarray(labels, dtype=np.int64), return_counts=True)[1]
+
+
+CLASS_COUNTS_MISTAKES: tuple[Mistake, ...] = (
+    (_unique_counts, "a class with no sample is missing (np.unique and Counter leave it out): count with "
+     "np.bincount(labels, minlength=num_classes), so every class 0..num_classes-1 gets its count"),
+    (lambda labels, n: _bincount(labels, n)[: n - 1], "the last class is missing: count every class 0 .. num_classes-1, "
+     "range(num_classes)"),
+    (lambda labels, n: np.concatenate([_unique_counts(labels, n), np.zeros(n - len(np.unique(labels)), np.int64)]),
+     "the empty classes' zeros went to the end: each count belongs at its own class's position "
+     "(np.bincount(labels, minlength=num_classes))"),
+    (lambda labels, n: np.histogram(np.asarray(labels, dtype=np.int64), bins=n)[0], "np.histogram spreads its bins over "
+     "the labels' min..max, not over the classes 0..num_classes-1: count with np.bincount(labels, minlength=num_classes)"),
 )
 
 
@@ -29,7 +52,7 @@ CLASS_COUNTS_CASES: tuple[Case, ...] = (
 ])
 def check_class_counts(answer: Answer) -> str:
     """Exercise 01.1: samples per class from the labels (a list or a numpy array), empty classes kept, in class order, as ints."""
-    return answer.cases(CLASS_COUNTS_CASES, kind=list)
+    return answer.cases(CLASS_COUNTS_CASES, list, CLASS_COUNTS_MISTAKES)
 
 
 IMBALANCE_RATIO_CASES: tuple[Case, ...] = (
@@ -38,6 +61,7 @@ IMBALANCE_RATIO_CASES: tuple[Case, ...] = (
     Case(([3, 12, 6],), 4.0, "the largest and smallest need not be the first and last class"),
     Case(([1, 100],), 100.0, "the ratio is largest / smallest, so it is at least 1"),
     Case(([3, 7],), 7 / 3, "7 / 3 is not a whole number: divide with /, not //"),
+    Case(([2, 7],), 3.5, "7 / 2 = 3.5: return the ratio as it is, a float"),
     Case(([10, 0, 5],), ValueError, "a class with zero samples makes the ratio infinite: raise ValueError naming counts",
          names=("counts",)),
 )
@@ -59,7 +83,8 @@ def _ratio_unnamed_error(counts: list[int]) -> float:
 ])
 def check_imbalance_ratio(answer: Answer) -> str:
     """Exercise 01.2: the imbalance ratio, largest class over smallest."""
-    return answer.cases(IMBALANCE_RATIO_CASES, kind=float, exact_float=True)
+    return answer.cases(IMBALANCE_RATIO_CASES, float, type_hint=" (divide with /, not //, and return the ratio "
+                     "itself, not round() or int() of it)")
 
 
 def _split_by_class(labels: Any, val_fraction: float, rng: Any, count: Callable[[float], int] = round) -> tuple[np.ndarray, np.ndarray]:
@@ -104,6 +129,11 @@ def check_stratified_split(answer: Answer) -> str:
                 raise Failed(f"{call} returned {part} with dtype {indices.dtype}: return integer indices "
                              "(np.int64), which can index the labels")
         train_idx, val_idx = train_idx.astype(np.int64), val_idx.astype(np.int64)
+        for part, indices in (("val_idx", val_idx), ("train_idx", train_idx)):
+            if len(np.unique(indices)) < len(indices):
+                raise Failed(f"{call}: {part} holds {len(indices) - len(np.unique(indices))} repeated indices; "
+                             "rng.choice draws with replacement unless you pass replace=False (or take "
+                             "rng.permutation(members)[:k])")
         if len(np.intersect1d(train_idx, val_idx)):
             raise Failed(f"{call}: {len(np.intersect1d(train_idx, val_idx))} indices are in both train and validation")
         if sorted(np.concatenate([train_idx, val_idx]).tolist()) != list(range(len(labels))):
@@ -113,7 +143,10 @@ def check_stratified_split(answer: Answer) -> str:
                          f"{len(train_idx)}: return (train_idx, val_idx) in that order")
         val_counts = np.bincount(labels[val_idx], minlength=3).tolist()
         if val_counts != wanted:
-            if val_counts == [int(0.2 * count) for count in counts]:
+            if val_idx.size and val_idx.max() < max(counts):
+                hint = ("val_idx holds positions within each class (0..count-1), not dataset indices: map them back "
+                        "with np.flatnonzero(labels == c)[positions]")
+            elif val_counts == [int(0.2 * count) for count in counts]:
                 hint = "int() truncates 6.6 to 6: use round(val_fraction * count)"
             elif val_counts == [math.ceil(0.2 * count) for count in counts]:
                 hint = "math.ceil turns 1.4 into 2: use round(val_fraction * count)"
@@ -132,11 +165,48 @@ def check_stratified_split(answer: Answer) -> str:
     return f"{name} put round(0.2 * count) of every class in validation, the same split for the same seed, a new one for a new seed"
 
 
+def _labels(*values: list[int]) -> tuple[np.ndarray, ...]:
+    return tuple(np.array(v, dtype=np.int64) for v in values)
+
+
 BALANCED_ACCURACY_CASES: tuple[Case, ...] = (
-    Case(([0] * 7 + [1] * 2 + [2], [0] * 10), 1 / 3, "always predicting the majority: recall 1, 0, 0, mean 1/3 (not the 0.7 accuracy)"),
-    Case(([0, 1, 2, 2], [0, 1, 2, 2]), 1.0, "all right: every class's recall is 1"),
-    Case(([0, 0, 1], [0, 1, 1]), 0.75, "class 0 recall 1/2, class 1 recall 1: mean 0.75"),
-    Case(([0, 0, 1], [0, 2, 1]), 0.75, "class 2 is predicted but never true: average over the classes in y_true only"),
+    Case(_labels([0] * 7 + [1] * 2 + [2], [0] * 10), 1 / 3,
+         "always predicting the majority: recall 1, 0, 0, mean 1/3 (not the 0.7 accuracy)"),
+    Case(_labels([0, 1, 2, 2], [0, 1, 2, 2]), 1.0, "all right: every class's recall is 1"),
+    Case(_labels([0, 0, 1], [0, 1, 1]), 0.75, "class 0 recall 1/2, class 1 recall 1: mean 0.75"),
+    Case(_labels([0, 0, 1], [0, 2, 1]), 0.75, "class 2 is predicted but never true: average over the classes in y_true only"),
+    Case(_labels([0, 0, 2, 2], [0, 0, 2, 0]), 0.75, "class 1 never occurs: average the recalls of the classes present "
+         "in y_true (0 and 2), not of range(max + 1)"),
+    Case(_labels([2, 2, 2, 0], [2, 2, 0, 0]), 5 / 6, "class 0 recall 1, class 2 recall 2/3: mean 5/6"),
+)
+
+
+def _recalls(y_true: Any, y_pred: Any, classes: Any) -> list[float]:
+    """Each class's hits over its true samples (0 for a class with none): the models of the wrong answers below."""
+    t, p = np.asarray(y_true), np.asarray(y_pred)
+    return [float(np.sum((t == c) & (p == c)) / max(np.sum(t == c), 1)) for c in classes]
+
+
+def _precisions(y_true: Any, y_pred: Any) -> list[float]:
+    t, p = np.asarray(y_true), np.asarray(y_pred)
+    return [float(np.sum((t == c) & (p == c)) / max(np.sum(p == c), 1)) for c in np.unique(t)]
+
+
+BALANCED_ACCURACY_MISTAKES: tuple[Mistake, ...] = (
+    (lambda t, p: float(np.mean(np.asarray(t) == np.asarray(p))), "that is plain accuracy: average each class's recall "
+     "instead, so every class has the same say"),
+    (lambda t, p: float(np.mean(_precisions(t, p))), "that is the mean precision (of the samples predicted as c, the share "
+     "right): recall divides by the samples whose true class is c"),
+    (lambda t, p: float(np.mean(_recalls(t, p, np.union1d(t, p)))), "it averages over classes missing from y_true too: "
+     "average over the classes present in y_true, np.unique(y_true), only"),
+    (lambda t, p: float(np.mean(_recalls(t, p, range(int(np.max(t)) + 1)))), "it averages over classes missing from y_true "
+     "too: average over the classes present in y_true, np.unique(y_true), only"),
+    (lambda t, p: float(np.mean(_recalls(t, p, [c for c in np.unique(p) if c in t]))), "it averages over the classes in "
+     "y_pred: average over the classes in y_true"),
+    (lambda t, p: 100 * float(np.mean(_recalls(t, p, np.unique(t)))), "a percentage: return a fraction between 0 and 1"),
+    (lambda t, p: float(np.mean(np.floor(_recalls(t, p, np.unique(t))))), "each class's recall came out as 0 or 1: divide "
+     "with /, not //"),
+    (lambda t, p: _recalls(t, p, np.unique(t)), "those are the per-class recalls: return their mean, one float"),
 )
 
 
@@ -148,4 +218,4 @@ BALANCED_ACCURACY_CASES: tuple[Case, ...] = (
 ])
 def check_balanced_accuracy(answer: Answer) -> str:
     """Exercise 01.4: balanced accuracy, the mean per-class recall."""
-    return answer.cases(BALANCED_ACCURACY_CASES, kind=float)
+    return answer.cases(BALANCED_ACCURACY_CASES, float, BALANCED_ACCURACY_MISTAKES)

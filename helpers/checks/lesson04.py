@@ -1,37 +1,20 @@
 """Lesson 04's self-checks: copy bandwidth, moving a nested batch, prefetching, a safe device-to-host read."""
 from __future__ import annotations
 
-import collections
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 
-from helpers.checks.core import Answer, Failed, Skipped, StandInClock, Wrong, exercise
+from helpers.checks.core import Answer, Failed, Skipped, Wrong, exercise
+from helpers.checks.lesson04_cases import (
+    COPY_RUNS, CopyRun, StandInDevice, WatchedClock, count_tensors, moved_batch_problem, nested_batches)
 from helpers.transfer import move
-
-
-class _FakeAsyncDevice:
-    """A stand-in GPU for exercise 04.1 on a stand-in clock: copy() takes the host 1 ms to queue 20 ms of device work
-    (the first copy 300 ms); synchronize() waits until the queued work is done."""
-
-    QUEUE_S = 0.001
-
-    def __init__(self, clock: StandInClock) -> None:
-        self.clock = clock
-        self.busy_until = clock.now
-        self.copies = 0
-
-    def copy(self) -> None:
-        self.busy_until = max(self.clock.now, self.busy_until) + (0.3 if self.copies == 0 else 0.02)
-        self.copies += 1
-        self.clock.advance(self.QUEUE_S)
-
-    def synchronize(self) -> None:
-        self.clock.wait_until(self.busy_until)
 
 
 def gb_per_s_right(copy: Callable[[], None], synchronize: Callable[[], None], num_bytes: int, repeats: int = 5) -> float:
@@ -100,38 +83,72 @@ def _gb_wall_clock(copy: Callable[[], None], synchronize: Callable[[], None], nu
 ])
 def check_gb_per_s(answer: Answer) -> str:
     """Exercise 04.1: bandwidth of an asynchronous copy, warmed up and synchronised before each clock read."""
-    name = answer.name
-    clock = StandInClock()
-    device = _FakeAsyncDevice(clock)
-    num_bytes, right = 200_000_000, 10.0  # 200 MB in 20 ms
-    call = (f"{name}(copy, synchronize, num_bytes=200_000_000, repeats=5) on a stand-in device whose copies take 20 ms "
-            "(the first 300 ms) and return after 1 ms, before the copy is done")
+    for run in COPY_RUNS:
+        _copy_run(answer, run)
+    return (f"{answer.name} measured the median rate after one untimed warm-up on stand-in devices "
+            f"({', '.join(f'{run.right:g} GB/s with repeats={run.repeats}' for run in COPY_RUNS)})")
+
+
+def _copy_run(answer: Answer, run: CopyRun) -> None:
+    """Call the answer on one stand-in device; raise Failed naming the first thing to change."""
+    clock = WatchedClock()
+    device = StandInDevice(clock, run.seconds)
+    timed = ", ".join(f"{s * 1000:g}" for s in run.timed)
+    call = (f"{answer.name}(copy, synchronize, num_bytes={run.num_bytes:_}, repeats={run.repeats}) on a stand-in "
+            f"device whose copies return after 1 ms and take 300 ms (the warm-up), then {timed} ms")
     with clock.reading(answer.value), answer.calling(call):
-        got = answer.value(device.copy, device.synchronize, num_bytes, 5)
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        got = answer.value(device.copy, device.synchronize, run.num_bytes, run.repeats)
+    if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, float, np.integer, np.floating)):
         raise Failed(f"{call} returned {got!r}; expected GB per second as a float")
     if clock.reads == 0:
         raise Failed(f"{call} never read time.perf_counter(): time the copies with time.perf_counter() (the check "
                      "replaces it with the stand-in device's clock, so other clocks see no time pass)")
-    if device.copies < 6:
-        raise Failed(f"{call} made {device.copies} copies; make one untimed warm-up copy, then time `repeats` copies")
-    if math.isclose(got, right, rel_tol=1e-6):
-        return f"{name} measured {got:.1f} GB/s, the stand-in device's rate after warm-up"
-    if got > 1000:
-        unit = {1e9: "bytes", 1e6: "kB", 1e3: "MB"}.get(next((f for f in (1e9, 1e6, 1e3) if math.isclose(got, right * f, rel_tol=1e-6)), 0))
-        measured = f"{unit} per second" if unit else "far more than any copy"
-        raise Failed(f"{call} returned {got:.4g}: {measured}. Divide bytes by 1e9 to get GB, then by the seconds a copy "
-                     f"took ({num_bytes:_} bytes in 20 ms is {right:.0f} GB/s)")
-    if math.isclose(got, right * 1e9 / 2**30, rel_tol=1e-6):
-        raise Failed(f"{call} returned {got:.3f}, GiB per second: divide bytes by 1e9 (GB), not 2**30 (GiB); "
-                     f"expected {right:.0f} GB/s")
-    if got < 1 and math.isclose(got, 0.02, rel_tol=1e-6):
-        raise Failed(f"{call} returned {got:.3g}, the seconds a copy takes: return num_bytes / seconds / 1e9 (GB/s)")
-    if got > right:
-        raise Failed(f"{call} returned {got:.1f} GB/s, faster than the device can copy ({right:.0f} GB/s): copy() only "
-                     "queues the work, so call synchronize() before you read the clock")
-    raise Failed(f"{call} returned {got:.1f} GB/s; the steady rate is {right:.0f} GB/s. Leave the first (warm-up) copy "
-                 "out of the timing: synchronize() after it, then start the clock, and divide bytes by seconds (GB = 1e9 bytes)")
+    if device.copies == run.repeats:
+        raise Failed(f"{call} made {device.copies} copies, all timed: make one untimed warm-up copy, then time "
+                     "`repeats` copies")
+    if device.copies != run.repeats + 1:
+        raise Failed(f"{call} made {device.copies} copies; expected {run.repeats + 1}: make one untimed warm-up copy, "
+                     f"then time exactly `repeats` copies (use the argument, here {run.repeats})")
+    for _queued, running in clock.notes:
+        if 0 in running:
+            raise Failed(f"{call} read the clock while the warm-up copy was still running, so its 300 ms end up in "
+                         "the timing. Leave the first (warm-up) copy out of the timing: synchronize() after it, "
+                         "then start the clock")
+        if running:
+            raise Failed(f"{call} read the clock while copy {running[0]} was still running: copy() only queues the "
+                         "work, so call synchronize() before you read the clock")
+    got = float(got)
+    if math.isclose(got, run.right, rel_tol=1e-6):
+        return
+    raise Failed(f"{call} returned {got:.4g}; expected {run.right:g} GB/s: {_rate_mistake(got, run, clock)}")
+
+
+def _rate_mistake(got: float, run: CopyRun, clock: WatchedClock) -> str:
+    """The likely mistake behind a wrong rate whose copies were timed as the task says."""
+    seen = next((name for name, value in run.likely_mistakes().items() if math.isclose(got, value, rel_tol=1e-6)), "")
+    right, median_ms = f"{run.right:g}", statistics.median(run.timed) * 1000
+    if seen in ("mean", "mean of rates"):
+        return (f"that is the {seen}, skewed by the one slow copy. Return the median (statistics.median) of the "
+                f"{run.repeats} timed copies, as the task asks")
+    if seen == "total":
+        return ("one copy's bytes over the time of all the timed copies. Time each copy on its own (a clock read "
+                "before and after it) and take the median")
+    if seen == "GiB":
+        return f"GiB per second: divide bytes by 1e9 (GB), not 2**30 (GiB); expected {right} GB/s"
+    if seen == "bits":
+        return "gigabits per second: bytes times 8. Return bytes / seconds / 1e9 (GB, not Gb)"
+    if seen in ("bytes", "kB", "MB"):
+        return f"{seen} per second. Divide bytes by 1e9 to get GB, then by the seconds a copy took"
+    if seen == "ms":
+        return ("a thousandth of the rate: the copy times went in as milliseconds. Differences of time.perf_counter() "
+                "are seconds: divide bytes by them unscaled, then by 1e9")
+    if seen in ("seconds", "milliseconds"):
+        return f"the {seen} a copy takes: return num_bytes / seconds / 1e9 (GB/s)"
+    if clock.notes and clock.notes[0][0] == 0:
+        return ("the clock started before the warm-up copy, so its 300 ms are in the timing. Leave the first "
+                "(warm-up) copy out of the timing: synchronize() after it, then start the clock")
+    return (f"the median copy took {median_ms:g} ms for {run.num_bytes:_} bytes. Time each copy from a clock read "
+            "to a clock read after synchronize(), and return num_bytes / median seconds / 1e9")
 
 
 def _move_top_level(batch: Any, device: Any, non_blocking: bool = False) -> Any:
@@ -180,6 +197,8 @@ def _move_lists_in_place(batch: Any, device: Any, non_blocking: bool = False) ->
 
 
 def _rebuild_hint(exc: Exception) -> str:
+    if "tuple expected at most 1 argument" in str(exc):
+        return " (type(x)(*fields) is for namedtuples only: rebuild a plain tuple with tuple(moved_items))"
     return " (rebuild a namedtuple with type(x)(*moved_fields))" if "required positional argument" in str(exc) else ""
 
 
@@ -199,18 +218,6 @@ def _recording_to(flags: list[bool]) -> Iterator[None]:
         torch.Tensor.to = original  # type: ignore[method-assign]
 
 
-def _snapshot(batch: Any) -> list[tuple[str, int]]:
-    """Every container and leaf of `batch` by identity, depth first: a batch changed in place gives another snapshot."""
-    found = [(type(batch).__name__, id(batch))]
-    if isinstance(batch, dict):
-        for value in batch.values():
-            found += _snapshot(value)
-    elif isinstance(batch, (list, tuple)):
-        for value in batch:
-            found += _snapshot(value)
-    return found
-
-
 @exercise("04.2", "move_to", right=move, wrong=[
     Wrong(_move_top_level, "recurse into lists and tuples"),
     Wrong(_move_loses_namedtuple, "batch['pair'] came back as list"),
@@ -222,46 +229,22 @@ def _snapshot(batch: Any) -> list[tuple[str, int]]:
 ])
 def check_move_to(answer: Answer) -> str:
     """Exercise 04.2: every tensor of a nested batch moved with the given non_blocking, the structure and other values kept."""
-    name = answer.name
-    pair = collections.namedtuple("Pair", "image mask")
-    batch = {"pixels": torch.ones(2, 3), "extra": [torch.arange(2), "id-7", 3], "pair": pair(torch.zeros(1), torch.ones(1)),
-             "sizes": (torch.tensor([2, 3]), "hw")}
-    before = _snapshot(batch)
-    flags: list[bool] = []
-    with _recording_to(flags), answer.calling(f"{name}(batch, 'meta', non_blocking=True)", hint=_rebuild_hint):
-        got = answer.value(batch, "meta", True)
-    if not isinstance(got, dict) or set(got) != set(batch):
-        raise Failed(f"{name} returned {type(got).__name__} with keys {sorted(got) if isinstance(got, dict) else '-'}; "
-                     "a dict batch must come back as a dict with the same keys")
-    if not (isinstance(got["pixels"], torch.Tensor) and got["pixels"].device.type == "meta"):
-        raise Failed("batch['pixels'] did not reach the device: move every tensor with tensor.to(device, non_blocking=...)")
-    extra = got["extra"]
-    if not (isinstance(extra, list) and len(extra) == 3 and isinstance(extra[0], torch.Tensor) and extra[0].device.type == "meta"):
-        raise Failed("batch['extra'] must stay a list whose tensor reaches the device: recurse into lists and tuples")
-    if extra[1:] != ["id-7", 3]:
-        raise Failed(f"batch['extra'][1:] came back as {extra[1:]!r}: leave values that are not tensors unchanged")
-    if not (isinstance(got["pair"], pair) and got["pair"].mask.device.type == "meta"):
-        raise Failed(f"batch['pair'] came back as {type(got['pair']).__name__}: rebuild a namedtuple with "
-                     "type(x)(*moved_fields) so its type and field names survive")
-    sizes = got["sizes"]
-    if type(sizes) is not tuple:
-        raise Failed(f"batch['sizes'] came back as {type(sizes).__name__}: a tuple must stay a tuple "
-                     "(type(x)(moved_items) rebuilds lists and plain tuples alike)")
-    if not (len(sizes) == 2 and isinstance(sizes[0], torch.Tensor) and sizes[0].device.type == "meta" and sizes[1] == "hw"):
-        raise Failed(f"batch['sizes'] came back as {sizes!r}: move the tuple's tensor, keep its other values")
-    if _snapshot(batch) != before or batch["pixels"].device.type != "cpu":
-        raise Failed(f"{name} changed the input batch (its containers now hold other objects): build new dicts, lists "
-                     "and tuples and return them, leaving the input as it was")
-    if len(flags) < 5 or not all(flags):
-        raise Failed(f"{name}(batch, 'meta', non_blocking=True) made {len(flags)} tensor.to calls for 5 tensors, "
-                     f"{flags.count(True)} with non_blocking=True: pass it on, tensor.to(device, non_blocking=non_blocking)")
-    flags.clear()
-    with _recording_to(flags), answer.calling(f"{name}(batch, 'meta', non_blocking=False)", hint=_rebuild_hint):
-        answer.value(batch, "meta", False)
-    if any(flags):
-        raise Failed(f"{name}(batch, 'meta', non_blocking=False) still called tensor.to with non_blocking=True: "
-                     "pass the argument on, tensor.to(device, non_blocking=non_blocking)")
-    return f"{name} moved every tensor of a dict/list/tuple/namedtuple batch with the given non_blocking and kept the rest"
+    name, tensors = answer.name, sum(count_tensors(batch) for _, batch in nested_batches())
+    for non_blocking in (True, False):
+        flags: list[bool] = []
+        with _recording_to(flags):
+            problem = moved_batch_problem(answer, _rebuild_hint, non_blocking)
+        if problem:
+            raise Failed(problem)
+        if non_blocking and (len(flags) < tensors or not all(flags)):
+            raise Failed(f"{name}(batch, 'meta', non_blocking=True) made {len(flags)} tensor.to calls for {tensors} "
+                         f"tensors, {flags.count(True)} with non_blocking=True: pass it on, "
+                         "tensor.to(device, non_blocking=non_blocking)")
+        if not non_blocking and any(flags):
+            raise Failed(f"{name}(batch, 'meta', non_blocking=False) still called tensor.to with non_blocking=True: "
+                         "pass the argument on, tensor.to(device, non_blocking=non_blocking)")
+    return (f"{name} moved every tensor of dict, list, tuple, namedtuple and bare-tensor batches with the given "
+            "non_blocking, and kept the rest")
 
 
 class _LoggedBatches:
@@ -289,10 +272,13 @@ def prefetched_right(batches: Iterable[Any], copy: Callable[[Any], Any]) -> Iter
     yield upcoming
 
 
-def _empty_hint(exc: Exception) -> str:
+def _iterable_hint(exc: Exception) -> str:
     if isinstance(exc, RuntimeError) and "StopIteration" in str(exc):
         return (". An empty loader must end the generator cleanly: next() raised StopIteration, and a StopIteration "
                 "inside a generator becomes RuntimeError. Catch it (try/except StopIteration: return) or use next(iterator, sentinel)")
+    if isinstance(exc, TypeError) and any(w in str(exc) for w in ("len()", "subscriptable", "not an iterator")):
+        return (". batches can be any iterable (a DataLoader, a list, a generator) with no len() or indexing: take "
+                "iterator = iter(batches) once and walk it with next()")
     return ""
 
 
@@ -340,27 +326,36 @@ def check_prefetched(answer: Answer) -> str:
         log.append(f"copy {batch}")
         return ("copied", batch)
 
-    received = []
-    with answer.calling(f"iterating {name}(batches, copy)"):
-        for item in answer.value(_LoggedBatches(4, log), copy):
-            log.append(f"use {item[1] if isinstance(item, tuple) and len(item) == 2 else item!r}")
-            received.append(item)
-    expected = [("copied", k) for k in range(4)]
-    if received != expected:
-        raise Failed(f"{name} over batches 0-3 yielded {received!r}; expected copy(batch) of each, in order: {expected!r}")
-    for k in range(3):
+    for count, batches, label in ((4, _LoggedBatches(4, log), "batches 0-3"), (1, iter(_LoggedBatches(1, log)),
+                                  "a generator of one batch"), (0, [], "[] (no batches)")):
+        log.clear()
+        received = []
+        with answer.calling(f"iterating {name}({label}, copy)", hint=_iterable_hint):
+            for item in answer.value(batches, copy):
+                log.append(f"use {item[1] if isinstance(item, tuple) and len(item) == 2 else item!r}")
+                received.append(item)
+        expected = [("copied", k) for k in range(count)]
+        if received != expected:
+            raise Failed(f"{name} over {label} yielded {received!r}; expected copy(batch) of each, in order: {expected!r}")
+        again = next((k for k in range(count) if log.count(f"copy {k}") > 1), None)
+        if again is not None:
+            raise Failed(f"copy(batch) ran {log.count(f'copy {again}')} times for batch {again} (events: "
+                         f"{', '.join(log)}): call it once per batch and yield what it returned")
+        _check_order(log, count)
+    return (f"{name} copies each next batch before handing out the current one, one ahead, in order, copies each batch "
+            "once, and works on a list, a generator and no batches")
+
+
+def _check_order(log: list[str], count: int) -> None:
+    """Raise Failed unless each next copy started before the current batch was used, and no batch was drawn early."""
+    for k in range(count - 1):
         if log.index(f"copy {k + 1}") > log.index(f"use {k}"):
             raise Failed(f"batch {k} was handed out before batch {k + 1}'s copy started (events: {', '.join(log)}): "
                          "start the next copy, then yield the current batch, so the copy runs during the step")
-    for k in range(2):
-        if log.index(f"draw {k + 2}") < log.index(f"use {k}"):
+    for k in range(count - 2):
+        if f"draw {k + 2}" in log and log.index(f"draw {k + 2}") < log.index(f"use {k}"):
             raise Failed(f"batch {k + 2} was drawn before batch {k} was used (events: {', '.join(log)}): "
                          "stay one batch ahead; drawing everything first holds the whole epoch in GPU memory")
-    with answer.calling(f"iterating {name}([], copy), a loader with no batches", hint=_empty_hint):
-        empty = list(answer.value([], copy))
-    if empty:
-        raise Failed(f"{name} over no batches yielded {empty!r}; it should yield nothing")
-    return f"{name} copies each next batch before handing out the current one, one ahead, in order, and ends cleanly with no batches"
 
 
 def read_back_right(gpu_tensor: torch.Tensor) -> torch.Tensor:
@@ -380,15 +375,24 @@ def check_safe_read(answer: Answer) -> str:
     if not torch.cuda.is_available():
         raise Skipped(f"this check needs a CUDA GPU, and torch.cuda.is_available() is False here: {name} was not tested")
     fresh = time.perf_counter_ns() % 1_000_000  # new values each run: pinned memory reused from a previous run cannot match
-    for value in (float(fresh + 1), float(fresh + 2)):
-        on_gpu = torch.full((2**24,), value, device="cuda")
+    for value, shape, dtype in ((fresh + 1, (2**26,), torch.float32), (fresh + 2, (2**13, 2**12), torch.int32)):
+        on_gpu = torch.full(shape, value, dtype=dtype, device="cuda")
         torch.cuda.synchronize()
         torch.cuda._sleep(200_000_000)  # the copy has to wait behind ~0.1 s of GPU work
         with answer.calling(f"{name}(gpu_tensor)"):
             got = answer.value(on_gpu)
+        copied = torch.cuda.current_stream().query()  # False: work queued before the return (the copy) still runs
         if not isinstance(got, torch.Tensor) or got.device.type != "cpu":
             raise Failed(f"{name} returned {type(got).__name__} on {getattr(got, 'device', '?')}; return a CPU tensor")
-        if not bool((got == value).all()):
-            raise Failed(f"{name} returned a CPU tensor whose values were not all {value} when read: the copy had "
-                         "not landed. Synchronise (torch.cuda.current_stream().synchronize()) before returning it")
+        if (got.shape, got.dtype) != (on_gpu.shape, on_gpu.dtype):
+            raise Failed(f"{name} returned shape {tuple(got.shape)} and dtype {got.dtype} for a {dtype} tensor of "
+                         f"shape {shape}: return the copy itself, same shape and dtype")
+        if not copied or not bool((got == value).all()):
+            raise Failed(f"{name} returned {'before its copy had finished' if not copied else f'values not all {value}'}"
+                         " (the copy queued behind a slow kernel): the copy had not landed when it was read. Synchronise "
+                         "(torch.cuda.current_stream().synchronize()) after the copy, not before it, then return")
+        if not got.is_pinned():
+            raise Failed(f"{name} returned the right values in pageable memory: a blocking copy (.cpu()) is safe but "
+                         "not the task. Copy with gpu_tensor.to('cpu', non_blocking=True) (the result lands in pinned "
+                         "memory), then synchronise before returning it")
     return f"{name} returned the right values even with a slow kernel queued ahead of the copy"

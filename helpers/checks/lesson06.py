@@ -1,19 +1,13 @@
-"""Lesson 06's self-checks: shards per rank and worker, HDF5 opened in the worker, resuming a sampler, a shard count."""
+"""Lesson 06's self-checks: shards per rank and worker, resuming a sampler, a shard count (06.2, HDF5: lesson06_h5.py)."""
 from __future__ import annotations
 
+import itertools
 import math
-import multiprocessing
-import pickle
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-import h5py
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
 
 from helpers.checks.core import Answer, Case, Failed, Wrong, exercise
 from helpers.samplers import DistributedWeightedSampler
@@ -25,8 +19,9 @@ def my_shards_right(shards: list[str], rank: int, world_size: int, worker_id: in
 
 
 # (number of shards, world_size, num_workers): even and uneven splits, the main process reading, more readers than shards,
-# and 10 shards per rank for 4 workers (blocks of 10 // 4 or of ceil(10 / 4) shards give the workers unequal shares)
-SHARD_SPLITS = ((12, 4, 3), (10, 2, 2), (5, 2, 0), (3, 2, 2), (20, 2, 4))
+# 10 shards per rank for 4 workers (blocks of 10 // 4 or of ceil(10 / 4) shards give the workers unequal shares), one rank
+# alone and one worker per rank
+SHARD_SPLITS = ((12, 4, 3), (10, 2, 2), (5, 2, 0), (3, 2, 2), (20, 2, 4), (7, 1, 0), (7, 3, 1), (11, 3, 2))
 
 
 def _shards_rest_to_last(shards: list[str], rank: int, world_size: int, worker_id: int, num_workers: int) -> list[str]:
@@ -57,206 +52,59 @@ def _shards_ceil_blocks(shards: list[str], rank: int, world_size: int, worker_id
 ])
 def check_my_shards(answer: Answer) -> str:
     """Exercise 06.1: the shards one (rank, worker) reads, so that every shard is read exactly once across all readers."""
+    for split in SHARD_SPLITS:
+        problem = _split_problem(answer, *split)
+        if problem and split[1:] != (2, 2) and not any(_split_problem(answer, *s) for s in SHARD_SPLITS if s[1:] == (2, 2)):
+            problem += (". It is right with 2 workers per rank but not with num_workers=0: the rank's main process is then "
+                        "its only reader (worker 0 of 1), and it still reads only its rank's shards" if split[2] == 0 else
+                        f". It is right for 2 ranks x 2 workers but not for {split[1]} x {split[2]}: number the readers "
+                        "rank * num_workers + worker_id of world_size * num_workers, with no count hard-coded")
+        if problem:
+            raise Failed(problem)
+    return f"{answer.name} gives each shard to exactly one (rank, worker) in all {len(SHARD_SPLITS)} splits, empty workers included"
+
+
+def _split_problem(answer: Answer, num_shards: int, world_size: int, num_workers: int) -> str | None:
+    """What is wrong with the answer's split of `num_shards` over world_size x num_workers readers, or None."""
     name = answer.name
-    for num_shards, world_size, num_workers in SHARD_SPLITS:
-        shards = [f"shard-{number:02d}.tar" for number in range(num_shards)]
-        readers: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for rank in range(world_size):
-            for worker in range(max(1, num_workers)):
-                call = f"{name}({num_shards} shards, rank={rank}, world_size={world_size}, worker_id={worker}, num_workers={num_workers})"
-                with answer.calling(call, hint=lambda exc: " (num_workers=0 means the main process reads: one reader per rank)"):
-                    got = answer.value(list(shards), rank, world_size, worker, num_workers)
-                if not isinstance(got, (list, tuple)):
-                    why = ("a generator is used up after one pass: return a list" if isinstance(got, Iterator) else
-                           "slice the list, shards[...], or wrap the result in list(...)")
-                    raise Failed(f"{call} returned a {type(got).__name__}; expected a list of shard names: {why}")
-                if not all(isinstance(shard, str) for shard in got):
-                    raise Failed(f"{call} returned {got!r}; expected a list of shard names taken from shards")
-                for shard in got:
-                    if shard not in shards:
-                        raise Failed(f"{call} returned {shard!r}, which is not one of the shards")
-                    readers[shard].append((rank, worker))
-        setup = f"with {num_shards} shards, world_size={world_size}, num_workers={num_workers}"
-        for shard in shards:
-            taken = readers[shard]
-            if len({rank for rank, _ in taken}) > 1:
-                raise Failed(f"{setup}, {shard} is read on more than one rank, by (rank, worker) {taken}: each of those ranks "
-                             "trains on it, a duplicate per rank. Split the shards by rank first (shards[rank::world_size])")
-            if len(taken) > 1:
-                raise Failed(f"{setup}, {shard} is read by more than one worker of rank {taken[0][0]}, by (rank, worker) {taken}: "
-                             "split the rank's own shards by worker_id over num_workers")
-            if not taken:
-                raise Failed(f"{setup}, no reader took {shard}: its samples would never be trained on")
-        loads = Counter(reader for taken in readers.values() for reader in taken)
-        counts = [loads[(rank, worker)] for rank in range(world_size) for worker in range(max(1, num_workers))]
-        if max(counts) - min(counts) > 1:
-            raise Failed(f"{setup}, the readers take {counts} shards: give them equal shares, at most one shard apart "
-                         "(every (rank, worker) takes every n-th shard of what is left to it)")
-    return f"{name} gives each shard to exactly one (rank, worker) in all {len(SHARD_SPLITS)} splits, empty workers included"
-
-
-def _as_list(got: Any, call: str) -> list[Any]:
-    """The answer as a list, or a verdict saying it is not a sequence."""
-    try:
-        return list(got)
-    except TypeError:
-        raise Failed(f"{call} returned {got!r}; expected a list of shard names") from None
-
-
-class LazyH5Right(Dataset):
-    """Exercise 06.2's reference answer (the tests pass it to the check): the file opens on the first item, in the reading process."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.file = None
-        with h5py.File(path, "r") as file:
-            self.length = len(file["labels"])
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        if self.file is None:
-            self.file = h5py.File(self.path, "r")
-        return torch.from_numpy(self.file["inputs"][index]), int(self.file["labels"][index])
-
-
-class _H5OpenedInInit(LazyH5Right):
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.file = h5py.File(path, "r")
-
-
-class _H5LabelTensor(LazyH5Right):
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, Any]:
-        inputs, label = super().__getitem__(index)
-        return inputs, torch.tensor(label)
-
-
-class _H5NumpyRow(LazyH5Right):
-    def __getitem__(self, index: int) -> tuple[Any, int]:
-        inputs, label = super().__getitem__(index)
-        return inputs.numpy(), label
-
-
-class _H5Float64(LazyH5Right):
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        inputs, label = super().__getitem__(index)
-        return inputs.double(), label  # twice the memory, and a float32 model refuses it
-
-
-class _H5ReopenedEveryItem(LazyH5Right):
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        self.file = h5py.File(self.path, "r")  # a new handle each time; the old one closes when dropped
-        return torch.from_numpy(self.file["inputs"][index]), int(self.file["labels"][index])
-
-
-class _H5OpenedPerItem(LazyH5Right):
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        with h5py.File(self.path, "r") as file:
-            return torch.from_numpy(file["inputs"][index]), int(file["labels"][index])
-
-
-def _open_files() -> int:
-    """How many HDF5 files this process has open."""
-    return h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE)
-
-
-def _handles(dataset: Any) -> list[h5py.File]:
-    """The open h5py.File objects the dataset keeps in its attributes."""
-    return [value for value in vars(dataset).values() if isinstance(value, h5py.File) and value.id.valid]
-
-
-def _close_files(dataset: Any) -> None:
-    """Close any HDF5 file the learner's dataset keeps, so the temporary folder can go."""
-    for value in vars(dataset).values():
-        if isinstance(value, h5py.File) and value.id.valid:
-            value.close()
-
-
-@exercise("06.2", "LazyH5Dataset.__getitem__", takes_class=True, right=LazyH5Right, wrong=[
-    Wrong(_H5OpenedInInit, "already open after __init__"),
-    Wrong(_H5OpenedPerItem, "opened and closed the file"),
-    Wrong("not a class", "expected a Dataset class"),
-    Wrong(_H5LabelTensor, "labels[index] as an int"),
-    Wrong(_H5NumpyRow, "inputs[index] as a tensor"),
-    Wrong(_H5ReopenedEveryItem, "a new handle"),
-    Wrong(_H5Float64, "torch.float64; the file holds float32"),
-])
-def check_lazy_h5(answer: Answer) -> str:
-    """Exercise 06.2: an HDF5-backed Dataset that opens its file on the first item, once per process that reads it."""
-    name, dataset_class = answer.name, answer.value
-    if not (isinstance(dataset_class, type) and issubclass(dataset_class, Dataset)):
-        raise Failed(f"expected a Dataset class (LazyH5Dataset), got {dataset_class!r}")
-    inputs = np.random.default_rng(6).standard_normal((64, 4), dtype=np.float32)
-    labels = np.arange(64) % 3
-    with tempfile.TemporaryDirectory() as folder:
-        path = str(Path(folder) / "data.h5")
-        with h5py.File(path, "w") as file:
-            file["inputs"], file["labels"] = inputs, labels
-        before = _open_files()
-        with answer.calling(f"{dataset_class.__name__}(path)"):
-            dataset = dataset_class(path)
-        try:
-            return _check_lazy(answer, dataset, path, before, inputs, labels)
-        finally:
-            _close_files(dataset)
-
-
-def _check_lazy(answer: Answer, dataset: Any, path: str, before: int, inputs: np.ndarray, labels: np.ndarray) -> str:
-    """Exercise 06.2's steps on a dataset over the file at `path` (`inputs`, `labels`); `before`: files open before it was built."""
-    name = answer.name
-    if _open_files() > before:
-        raise Failed("the file is already open after __init__: a spawn worker gets the dataset pickled, and h5py handles "
-                     "cannot be pickled; a forked worker shares the parent's handle, which HDF5 does not support. "
-                     "Open it in __getitem__, on the first item")
-    try:
-        pickle.dumps(vars(dataset))  # what a spawn worker receives (the class itself travels by name)
-    except Exception as exc:
-        raise Failed(f"the dataset cannot be pickled after __init__ ({type(exc).__name__}: {exc}), so spawn workers "
-                     "could not receive it: keep only the path (and plain numbers) until the first item") from exc
-    with answer.calling(f"{name}(0)"):
-        first = dataset[0]
-    if _open_files() == before:
-        with answer.calling(f"{name}(1)"):
-            dataset[1]
-        raise Failed(f"{name} opened and closed the file for each item: open it once, on the first item, keep the handle "
-                     "(self.file) and reuse it; reopening costs a file open and metadata read per sample")
-    handles = _handles(dataset)  # held here, so a dropped handle stays open and its id cannot be reused by a new one
-    with answer.calling(f"{name}(1), {name}(2)"):
-        dataset[1], dataset[2]
-    replaced = handles and any(all(new is not old for old in handles) for new in _handles(dataset))
-    for old in handles:
-        if all(old is not kept for kept in _handles(dataset)):
-            old.close()
-    if replaced:
-        raise Failed(f"{name} opened a new handle for a later item (the old one closed when it was dropped): open the file only "
-                     "when none is open yet (if self.file is None), and keep that handle")
-    if _open_files() > before + 1:
-        raise Failed(f"after 3 items {_open_files() - before} files are open: open the file only when none is open yet "
-                     "(if self.file is None)")
-    if not (isinstance(first, (tuple, list)) and len(first) == 2 and torch.equal(torch.as_tensor(first[0]), torch.from_numpy(inputs[0]))
-            and first[1] == labels[0]):
-        raise Failed(f"{name}(0) returned {first!r}; expected (inputs[0] as a tensor, labels[0] as an int)")
-    if not isinstance(first[0], torch.Tensor):
-        raise Failed(f"{name}(0) returned inputs[0] as a {type(first[0]).__name__}: return inputs[index] as a tensor (torch.from_numpy)")
-    if first[0].dtype != torch.from_numpy(inputs[0]).dtype:
-        raise Failed(f"{name}(0) returned inputs[0] as a tensor of {first[0].dtype}; the file holds {inputs.dtype}: keep its dtype "
-                     "(torch.from_numpy(row) does), since a float64 batch takes twice the memory and a float32 model refuses it")
-    if type(first[1]) is not int:
-        raise Failed(f"{name}(0) returned labels[0] as a {type(first[1]).__name__}: return labels[index] as an int (int(...)), "
-                     "which the DataLoader collates into a 1-D tensor of labels")
-    if "fork" not in multiprocessing.get_all_start_methods():
-        raise Failed("this check reads the file in worker processes, which needs the fork start method (Linux, macOS); on Windows use WSL2")
-    _close_files(dataset)
-    with answer.calling(f"a DataLoader with 2 workers over {type(dataset).__name__}"):
-        fresh = type(dataset)(path)
-        batches = list(DataLoader(fresh, batch_size=16, num_workers=2, multiprocessing_context="fork"))
-    got_inputs = torch.cat([torch.as_tensor(batch[0]) for batch in batches])
-    got_labels = torch.cat([torch.as_tensor(batch[1]) for batch in batches])
-    if not (torch.equal(got_inputs, torch.from_numpy(inputs)) and torch.equal(got_labels, torch.from_numpy(labels))):
-        raise Failed("a DataLoader with 2 workers delivered the wrong rows: item i must be (inputs[i], labels[i])")
-    return f"{name} opens the file once, on the first item, and 2 workers read all {len(labels)} rows right"
+    shards = [f"shard-{number:02d}.tar" for number in range(num_shards)]
+    readers: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for rank in range(world_size):
+        for worker in range(max(1, num_workers)):
+            call = f"{name}({num_shards} shards, rank={rank}, world_size={world_size}, worker_id={worker}, num_workers={num_workers})"
+            with answer.calling(call, hint=lambda exc: " (num_workers=0 means the main process reads: one reader per rank)"):
+                got, again = (answer.value(list(shards), rank, world_size, worker, num_workers) for _ in range(2))
+            if not isinstance(got, (list, tuple)):
+                why = ("a generator is used up after one pass: return a list" if isinstance(got, Iterator) else
+                       "slice the list, shards[...], or wrap the result in list(...)")
+                raise Failed(f"{call} returned a {type(got).__name__}; expected a list of shard names: {why}")
+            if not all(isinstance(shard, str) for shard in got):
+                raise Failed(f"{call} returned {got!r}; expected a list of shard names taken from shards")
+            if list(again) != list(got):
+                raise Failed(f"{name} returned other shards when called again with the same arguments: each reader works "
+                             "out its split on its own, so the split must not depend on chance (no unseeded shuffle): take "
+                             "every n-th shard from the reader's own start")
+            for shard in got:
+                if shard not in shards:
+                    raise Failed(f"{call} returned {shard!r}, which is not one of the shards")
+                readers[shard].append((rank, worker))
+    setup = f"with {num_shards} shards, world_size={world_size}, num_workers={num_workers}"
+    for shard in shards:
+        taken = readers[shard]
+        if len({rank for rank, _ in taken}) > 1:
+            return (f"{setup}, {shard} is read on more than one rank, by (rank, worker) {taken}: each of those ranks "
+                    "trains on it, a duplicate per rank. Split the shards by rank first (shards[rank::world_size])")
+        if len(taken) > 1:
+            return (f"{setup}, {shard} is read by more than one worker of rank {taken[0][0]}, by (rank, worker) {taken}: "
+                    "split the rank's own shards by worker_id over num_workers")
+        if not taken:
+            return f"{setup}, no reader took {shard}: its samples would never be trained on"
+    loads = Counter(reader for taken in readers.values() for reader in taken)
+    counts = [loads[(rank, worker)] for rank in range(world_size) for worker in range(max(1, num_workers))]
+    if max(counts) - min(counts) > 1:
+        return (f"{setup}, the readers take {counts} shards: give them equal shares, at most one shard apart "
+                "(every (rank, worker) takes every n-th shard of what is left to it)")
+    return None
 
 
 def remaining_right(sampler: DistributedWeightedSampler, epoch: int, steps_done: int, batch_size: int) -> list[int]:
@@ -310,6 +158,13 @@ def _check_resume(answer: Answer, epoch: int, steps_done: int, batch_size: int) 
             raise Failed(f"{call} returned a {kind}; expected a list of ints (list(sampler) after resuming gives one)")
         if got == expected:
             continue
+        skipped = steps_done * batch_size
+        if steps_done and got == list(uninterrupted)[:skipped]:
+            raise Failed(f"{call} returned the first steps_done * batch_size = {skipped} draws, the ones already trained on: "
+                         "return the draws that come after them")
+        if sorted(got) == sorted(expected):
+            raise Failed(f"{call} returned the right indices in another order: training goes on in the order the sampler "
+                         "draws them, so return them in that order (no sorted(), no set)")
         if len(got) > len(expected) + steps_done * batch_size:
             raise Failed(f"{call} returned {len(got)} indices, more than this rank's whole epoch ({len(uninterrupted)}): "
                          "a rank resumes only its own part of the draw, the sampler it is given")
@@ -348,7 +203,20 @@ SHARD_COUNT_CASES: tuple[Case, ...] = (
     Case((0, 3, 10), ValueError, "ranks=0 is no setup at all: raise ValueError"),
     Case((4, -1, 10), ValueError, "workers=-1 is not a number of workers: raise ValueError"),
     Case((4, 3, 0), ValueError, "min_shards=0 asks for no data: raise ValueError (at least one shard)"),
+    Case((1, 0, 1), 1, "one rank read by its main process is one reader: 1 shard is enough; raise only for ranks < 1"),
+    Case((1, 3, 7), 9, "one rank with 3 workers: 9 is the smallest multiple of 3 that is at least 7; ranks=1 is valid"),
 )
+
+
+def _sweep() -> tuple[Case, ...]:
+    """Every ranks 1-4 x workers 0-5 x min_shards 1-30, each expected count found by counting up from min_shards."""
+    cases = []
+    for ranks, workers, min_shards in itertools.product(range(1, 5), range(6), range(1, 31)):
+        readers = ranks * (workers or 1)
+        count = next(n for n in itertools.count(min_shards) if n % readers == 0)
+        cases.append(Case((ranks, workers, min_shards), count, f"the smallest multiple of {ranks} rank(s) x "
+                          f"{workers or 'the main process as 1'} reader(s) = {readers} that is at least {min_shards}"))
+    return tuple(cases)
 
 
 def shard_count_right(ranks: int, workers: int, min_shards: int) -> int:
@@ -371,4 +239,7 @@ def shard_count_right(ranks: int, workers: int, min_shards: int) -> int:
 ])
 def check_shard_count(answer: Answer) -> str:
     """Exercise 06.4: the smallest multiple of ranks x workers that is at least min_shards."""
-    return answer.cases(SHARD_COUNT_CASES)
+    answer.cases(SHARD_COUNT_CASES)
+    sweep = _sweep()
+    answer.cases(sweep)
+    return f"{answer.name} is right in all {len(SHARD_COUNT_CASES) + len(sweep)} cases"

@@ -128,6 +128,13 @@ def _distributed_sampler_only(obs: doctor.Observation) -> doctor.Finding | None:
     return _always(obs) if isinstance(sampler, DistributedSampler) and sampler.shuffle else None
 
 
+def _no_set_epoch(exc: Exception) -> str:
+    """07.5: an answer that calls set_epoch (or reads epoch) on a sampler that has none."""
+    if isinstance(exc, AttributeError) and ("set_epoch" in str(exc) or "epoch" in str(exc)):
+        return " (a sampler without set_epoch needs no finding: return None for them, before calling it)"
+    return ""
+
+
 def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
     """(description, a fresh sampler, whether its order depends on set_epoch)."""
     items = range(64)
@@ -171,7 +178,7 @@ def check_needs_set_epoch(answer: Answer) -> str:
         sampler = make()
         loader = DataLoader(data, batch_size=8, sampler=sampler)
         epoch = getattr(sampler, "epoch", None)
-        with answer.calling(f"{name}(an Observation of a loader with {described})"):
+        with answer.calling(f"{name}(an Observation of a loader with {described})", hint=_no_set_epoch):
             result = answer.value(doctor.Observation(loader))
         if result is not None and not isinstance(result, doctor.Finding):
             raise Failed(f"{name} must return a Finding or None, got {result!r}: build one with doctor.Finding(code, severity, message, fix)")
@@ -180,8 +187,8 @@ def check_needs_set_epoch(answer: Answer) -> str:
                          "on another epoch's order; put the epoch back (sampler.set_epoch(epoch)) before returning")
         if depends and result is None:
             raise Failed(f"{name} found nothing for a loader with {described}, whose order changes only when the loop calls set_epoch: "
-                         "for any sampler with set_epoch, compare list(sampler) at its epoch with list(sampler) after "
-                         "sampler.set_epoch(epoch + 1), and put the epoch back")
+                         "for any sampler with set_epoch (obs.loader.sampler), compare list(sampler) at its epoch with list(sampler) "
+                         "after sampler.set_epoch(epoch + 1), and put the epoch back")
         if not depends and result is not None:
             raise Failed(f"{name} reported {result.code} for a loader with {described}, whose order does not depend on set_epoch: "
                          "compare the orders of two epochs instead of only asking whether set_epoch exists")
