@@ -115,6 +115,22 @@ def test_the_sweep_times_each_setting_in_turns_sized_to_the_batch_time(monkeypat
     assert calls[-1][1] == [25, 25, 50]
 
 
+@pytest.mark.parametrize("others, says", [(1.0, True), (0.2, False)])
+def test_a_sweep_without_a_gain_on_a_busy_machine_says_why(monkeypatch, others, says):
+    """With a busy program on one of 2 cores, 2 workers measured 1.04-1.18x over none on the corpus's JPEG loader: no
+    finding, but not_measured says other programs held the cores; on a quiet machine the sweep stays silent."""
+    monkeypatch.setattr(lesson03, "alternating_rates",
+                        lambda loaders, deadline, per_turn: [[100.0, 90.0, 104.0], [100.0, 95.0, 118.0], [100.0, 92.0, 110.0]])
+    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
+    obs.first_batch_s, obs.batch_times_s = 0.05, [0.05, 0.05]
+    obs.measured["other_programs_cores"] = others
+    assert lesson03.workers_too_few(obs) is None
+    why = obs.skipped.get("workers-too-few", "")
+    assert ("num_workers=2 gave 1.10x" in why and "other programs used 1.0 of 2 cores" in why) == says, why
+
+
 @pytest.mark.parametrize("rounds, fires", [
     ([[100.0, 146.0], [100.0, 132.0], [100.0, 107.0]], False),  # the CI false alarm: busy programs, nothing to limit
     ([[100.0, 279.0], [100.0, 300.0], [100.0, 935.0]], True),   # the planted fault's measured gains

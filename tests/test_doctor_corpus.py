@@ -55,3 +55,16 @@ def test_the_corpus_is_big_enough_and_every_module_is_registered():
     assert len(fast) >= 10 and sum(not c.EXPECTED for c in fast) >= 5, [corpus.name(c) for c in fast]
     modules = {m.name for m in pkgutil.iter_modules([str(CORPUS_DIR)]) if not m.name.startswith("_")}
     assert modules == set(corpus.CASES), modules ^ set(corpus.CASES)
+
+
+def test_the_table_gives_the_doctors_reason_beside_a_miss():
+    """A missed code stays a miss (the row fails), with what the doctor's not_measured said about it."""
+    from types import SimpleNamespace
+
+    from tools.doctor_corpus import Row, Run
+
+    case = SimpleNamespace(EXPECTED=frozenset({"input-bound", "workers-too-few"}), __name__="tests.doctor_corpus.x")
+    why = "num_workers=2 gave 1.10x ... while other programs used 1.0 of 2 cores"
+    row = Row(case, runs=[Run({"input-bound"}, why_not={"workers-too-few": why}), Run({"input-bound", "workers-too-few"})])
+    assert row.failed and row.verdict() == f"MISSED workers-too-few (runs 1); the doctor said: {why}"
+    assert Row(case, runs=[Run({"input-bound"})]).verdict() == "MISSED workers-too-few (runs 1)"

@@ -43,6 +43,7 @@ class Run:
     seconds: float = 0.0
     crash: str = ""
     exit_status: int | None = None  # the command line's, for a --cli run
+    why_not: dict[str, str] = field(default_factory=dict)  # the doctor's not_measured reasons for expected codes
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Row:
             return f"skipped: {self.skipped}"
         missed: dict[str, list[str]] = {}
         extra: dict[str, list[str]] = {}
+        said: dict[str, str] = {}  # a missed code's reason, as the doctor gave it (its first run's)
         problems = []
         labelled = [(str(i), r) for i, r in enumerate(self.runs, 1)] + ([("cli", self.cli)] if self.cli else [])
         for label, run in labelled:
@@ -70,9 +72,12 @@ class Row:
             lost, alarms = corpus.compare(self.case.EXPECTED, run.found, self.tolerated)
             for code in lost:
                 missed.setdefault(code, []).append(label)
+                if code in run.why_not:
+                    said.setdefault(code, run.why_not[code])
             for code in alarms:
                 extra.setdefault(code, []).append(label)
-        problems += [f"MISSED {c} (runs {', '.join(r)})" for c, r in sorted(missed.items())]
+        problems += [f"MISSED {c} (runs {', '.join(r)}){'; the doctor said: ' + said[c] if c in said else ''}"
+                     for c, r in sorted(missed.items())]
         problems += [f"FALSE ALARM {c} (runs {', '.join(r)})" for c, r in sorted(extra.items())]
         want = corpus.expected_exit(self.case)
         if self.cli and not self.cli.crash and self.cli.exit_status != want:
@@ -92,7 +97,8 @@ def run_in_process(case: ModuleType) -> Run:
     except Exception as error:  # noqa: BLE001 - a doctor that crashes is a verdict, not the end of the table
         last = traceback.format_exception_only(error)[-1].strip()
         return Run(seconds=time.perf_counter() - started, crash=last[:150])
-    return Run(corpus.problems(diagnosis, case.EXPECTED), diagnosis.elapsed_s)
+    return Run(corpus.problems(diagnosis, case.EXPECTED), diagnosis.elapsed_s,
+               why_not={code: why for code, why in diagnosis.not_measured.items() if code in case.EXPECTED})
 
 
 def run_command_line(case: ModuleType) -> Run:
