@@ -318,7 +318,7 @@ def check_getitems(answer: Answer) -> str:
     if (first[0].dtype, first[1].dtype) != (dataset.features.dtype, dataset.labels.dtype):
         raise Failed(f"the collated batch has features {first[0].dtype} and labels {first[1].dtype}; expected "
                      f"{dataset.features.dtype} and {dataset.labels.dtype}, as without __getitems__: return the rows as "
-                     "they are, with no .float() or .long()")
+                     "the dataset's tensors hold them, with no dtype conversion (.float(), .int(), .to(...))")
     rows = torch.tensor(calls[0])
     if not (torch.equal(first[0], dataset.features[rows]) and torch.equal(first[1], dataset.labels[rows])):
         raise Failed(f"{name} returned the wrong rows: sample k must be (features[indices[k]], labels[indices[k]]), in order")
