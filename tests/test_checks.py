@@ -183,3 +183,14 @@ def test_balanced_loader_judges_a_sampler_without_weights_by_one_epoch_of_its_dr
     assert checks.check_balanced_loader(drawn_by("inverse")).passed
     verdict = checks.check_balanced_loader(drawn_by("effective"))
     assert verdict.status == "failed" and "one epoch of its sampler's draws (2220 indices)" in verdict.detail, verdict
+
+
+def test_split_problem_names_the_first_item_read_twice_or_never():
+    """06.1 and 07.4 share it: hand-made reader tables, each verdict worked out here."""
+    args = ("S", str, "R", "W", lambda item: f"none {item}")
+    assert core.split_problem({"a": [(0, 0)], "b": [(1, 0)]}, ["a", "b"], *args) is None
+    assert core.split_problem({"a": [(0, 0), (1, 0)]}, ["a"], *args) == (
+        "S, a is read on more than one rank, by (rank, worker) [(0, 0), (1, 0)]: R")
+    assert core.split_problem({"a": [(0, 0), (0, 1)]}, ["a"], *args) == (
+        "S, a is read by more than one worker of rank 0, by (rank, worker) [(0, 0), (0, 1)]: W")
+    assert core.split_problem({"a": [(0, 0)]}, ["a", "b"], *args) == "S, none b"

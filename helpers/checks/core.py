@@ -5,7 +5,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -202,6 +202,22 @@ class Answer:
                 raise Failed(f"{call} returned {got!r}{problem}")
             raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {case.why}")
         return f"{self.name} is right in all {len(cases)} cases"
+
+
+def split_problem(readers: Mapping[Any, Sequence[tuple[int, int]]], items: Iterable[Any], setup: str,
+                  label: Callable[[Any], str], by_rank: str, by_worker: str, unread: Callable[[Any], str]) -> str | None:
+    """The first of `items` read on several ranks, by several workers of one rank, or by no reader (`readers`: item ->
+    its (rank, worker) readers), as a verdict naming the fix; None when every item is read exactly once."""
+    for item in items:
+        taken = list(readers.get(item, ()))
+        if len({rank for rank, _ in taken}) > 1:
+            return f"{setup}, {label(item)} is read on more than one rank, by (rank, worker) {taken}: {by_rank}"
+        if len(taken) > 1:
+            return (f"{setup}, {label(item)} is read by more than one worker of rank {taken[0][0]}, by (rank, worker) "
+                    f"{taken}: {by_worker}")
+        if not taken:
+            return f"{setup}, {unread(item)}"
+    return None
 
 
 class StandInClock:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from helpers.checks.core import Answer, Case, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, Wrong, exercise, split_problem
 from helpers.samplers import DistributedWeightedSampler
 
 
@@ -89,16 +89,12 @@ def _split_problem(answer: Answer, num_shards: int, world_size: int, num_workers
                     raise Failed(f"{call} returned {shard!r}, which is not one of the shards")
                 readers[shard].append((rank, worker))
     setup = f"with {num_shards} shards, world_size={world_size}, num_workers={num_workers}"
-    for shard in shards:
-        taken = readers[shard]
-        if len({rank for rank, _ in taken}) > 1:
-            return (f"{setup}, {shard} is read on more than one rank, by (rank, worker) {taken}: each of those ranks "
-                    "trains on it, a duplicate per rank. Split the shards by rank first (shards[rank::world_size])")
-        if len(taken) > 1:
-            return (f"{setup}, {shard} is read by more than one worker of rank {taken[0][0]}, by (rank, worker) {taken}: "
-                    "split the rank's own shards by worker_id over num_workers")
-        if not taken:
-            return f"{setup}, no reader took {shard}: its samples would never be trained on"
+    problem = split_problem(readers, shards, setup, str, "each of those ranks trains on it, a duplicate per rank. Split the "
+                            "shards by rank first (shards[rank::world_size])",
+                            "split the rank's own shards by worker_id over num_workers",
+                            lambda shard: f"no reader took {shard}: its samples would never be trained on")
+    if problem:
+        return problem
     loads = Counter(reader for taken in readers.values() for reader in taken)
     counts = [loads[(rank, worker)] for rank in range(world_size) for worker in range(max(1, num_workers))]
     if max(counts) - min(counts) > 1:

@@ -15,7 +15,7 @@ from torch.utils.data._utils import worker as worker_state
 
 from helpers import clinic
 from helpers._validate import short
-from helpers.checks.core import Answer, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Failed, Wrong, exercise, split_problem
 from helpers.checks.lesson07 import BATCH_SIZE, _judge, _problems
 
 
@@ -244,18 +244,11 @@ def _split_problem(answer: Answer, raw: np.ndarray, labels: np.ndarray, world_si
                             f"'key' is the sample's index into raw and labels (the same whichever reader reads it), "
                             f"not a count of this reader's items, and its input is raw[{key}]")
                 readers[key].append((rank, worker))
-    for key in range(len(labels)):
-        taken = readers[key]
-        if len({rank for rank, _ in taken}) > 1:
-            return (f"{setup}, sample {key} is read on more than one rank, by (rank, worker) {taken}: split by self.rank "
-                    "over self.world_size first, then by worker")
-        if len(taken) > 1:
-            return (f"{setup}, sample {key} is read by more than one worker of rank {taken[0][0]}, by (rank, worker) "
-                    f"{taken}: split the rank's samples by get_worker_info().id over its num_workers")
-        if not taken:
-            return (f"{setup}, no reader read sample {key}: together the readers must take every sample, also when they "
-                    "do not divide the count (take every n-th index, from the reader's own start)")
-    return None
+    return split_problem(readers, range(len(labels)), setup, lambda key: f"sample {key}",
+                         "split by self.rank over self.world_size first, then by worker",
+                         "split the rank's samples by get_worker_info().id over its num_workers",
+                         lambda key: f"no reader read sample {key}: together the readers must take every sample, also "
+                                     "when they do not divide the count (take every n-th index, from the reader's own start)")
 
 
 def _check_splits(answer: Answer, raw: np.ndarray, labels: np.ndarray) -> None:
