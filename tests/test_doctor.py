@@ -115,6 +115,22 @@ def test_the_sweep_times_each_setting_in_turns_sized_to_the_batch_time(monkeypat
     assert calls[-1][1] == [25, 25, 50]
 
 
+def test_one_thread_limits_blas_and_torchs_openmp_after_the_loaders_own_init():
+    """OneThread runs the loader's worker_init_fn first, then leaves every pool on one thread: numpy's BLAS through
+    threadpoolctl, torch's OpenMP pool through torch.set_num_threads (threadpoolctl on libgomp aborted workers at exit)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    threads, calls = torch.get_num_threads(), []
+    with threadpool_limits(limits=None):  # gives numpy's BLAS its thread count back afterwards
+        try:
+            lesson00.OneThread(lambda worker_id: (calls.append(worker_id), torch.set_num_threads(2)))(3)
+            pools = {info["internal_api"]: info["num_threads"] for info in threadpool_info()}
+            assert calls == [3] and torch.get_num_threads() == 1
+            assert pools.get("openblas", 1) == 1 and pools.get("openmp", 1) == 1, pools
+        finally:
+            torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("others, says", [(1.0, True), (0.2, False)])
 def test_a_sweep_without_a_gain_on_a_busy_machine_says_why(monkeypatch, others, says):
     """With a busy program on one of 2 cores, 2 workers measured 1.04-1.18x over none on the corpus's JPEG loader: no
