@@ -220,6 +220,35 @@ def split_problem(readers: Mapping[Any, Sequence[tuple[int, int]]], items: Itera
     return None
 
 
+@contextmanager
+def seeded_randomness() -> Iterator[None]:
+    """In the block, torch's, numpy's and Python's global generators start from seed 0 (an answer that draws from them
+    gives the same verdict every run); the caller's states come back afterwards."""
+    import random
+
+    import torch
+
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        np.random.seed(0)
+        random.seed(0)
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+
+
+def every_batch(loader: Any) -> list[Any]:
+    """Every batch of `loader`, in order; its workers are shut down even when one raised."""
+    batches = iter(loader)
+    try:
+        return list(batches)
+    finally:
+        getattr(batches, "_shutdown_workers", lambda: None)()  # private: `del` alone leaves it to the garbage collector
+
+
 class StandInClock:
     """A clock that moves only when a check's stand-in loader or device says so, read through time.perf_counter during a call.
 

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -11,7 +9,7 @@ import torch.nn.functional as F
 from torch.utils.data import WeightedRandomSampler
 
 from helpers import imbalance
-from helpers.checks.core import Answer, Case, Failed, Mistake, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, Mistake, Wrong, exercise, seeded_randomness
 from helpers.losses import focal_loss
 
 
@@ -88,19 +86,6 @@ def _without_replacement(exc: Exception) -> str:
     return ""
 
 
-@contextmanager
-def _seeded() -> Iterator[None]:
-    """torch's and numpy's global generators seeded for the block and given back after: the verdict repeats run to run."""
-    state = np.random.get_state()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        np.random.seed(0)
-        try:
-            yield
-        finally:
-            np.random.set_state(state)
-
-
 @exercise("02.2", "balanced_sampler", right=lambda labels, num_samples: WeightedRandomSampler(
     imbalance.sample_weights(labels), num_samples, generator=torch.Generator().manual_seed(0)), wrong=[
     Wrong(lambda labels, n: WeightedRandomSampler(1.0 / np.bincount(labels), n), "only ever drew indices [0, 1, 2]"),
@@ -116,7 +101,7 @@ def check_balanced_sampler(answer: Answer) -> str:
     labels = np.repeat(np.arange(3), [900, 90, 10])
     np.random.default_rng(2).shuffle(labels)
     call = f"{name}(labels with counts [900, 90, 10], num_samples=3000)"
-    with _seeded(), answer.calling(call, hint=_without_replacement):
+    with seeded_randomness(), answer.calling(call, hint=_without_replacement):
         sampler = answer.value(labels, 3000)
         epochs = [np.array(list(sampler), dtype=np.int64) for _ in range(2)]
     drawn = epochs[0]

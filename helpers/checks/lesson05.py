@@ -3,16 +3,13 @@ from __future__ import annotations
 
 import copy
 import math
-import random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, WeightedRandomSampler
 
-from helpers.checks.core import Answer, Case, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, Wrong, exercise, seeded_randomness
 from helpers.data import labels_from_counts
 from helpers.imbalance import sample_weights
 from helpers.samplers import DistributedWeightedSampler
@@ -50,7 +47,7 @@ def check_epoch_orders(answer: Answer) -> str:
         return DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=seed)
 
     samplers = [sampler(rank) for rank in range(world)]
-    with answer.calling(f"{name}(sampler, 3)"), _fixed_random_state():
+    with answer.calling(f"{name}(sampler, 3)"), seeded_randomness():
         got = [answer.value(s, 3) for s in samplers]
     got = [_orders(name, orders) for orders in got]
     if any(len(orders) != 3 for orders in got):
@@ -69,20 +66,6 @@ def check_epoch_orders(answer: Answer) -> str:
     if not isinstance(none, (list, tuple)) or len(none) != 0:
         raise Failed(f"{name}(sampler, 0) returned {none!r}; expected [] (no epochs, no orders)")
     return f"{name} reshuffles every epoch, the same way on every rank, and returns [] for 0 epochs"
-
-
-@contextmanager
-def _fixed_random_state() -> Iterator[None]:
-    """In the block, torch's and Python's random generators start from seed 0 (a shuffle by hand gives the same verdict
-    every run); the caller's states come back afterwards."""
-    state = random.getstate()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        random.seed(0)
-        try:
-            yield
-        finally:
-            random.setstate(state)
 
 
 def _shard(n: int, world: int, rank: int, seed: int, epoch: int) -> list[int]:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from helpers.checks.core import Answer, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Failed, Wrong, every_batch, exercise
 
 
 class LazyH5Right(Dataset):
@@ -94,15 +94,6 @@ def _rows_read() -> Iterator[list[int]]:
     finally:
         for name, method in real.items():
             setattr(h5py.Dataset, name, method)
-
-
-def _read_with_workers(loader: DataLoader) -> list[Any]:
-    """Every batch of `loader`; its workers are shut down even when one raised."""
-    batches = iter(loader)
-    try:
-        return list(batches)
-    finally:
-        getattr(batches, "_shutdown_workers", lambda: None)()
 
 
 def _open_files() -> int:
@@ -207,7 +198,7 @@ def _check_lazy(answer: Answer, dataset: Any, path: str, before: int, inputs: np
     _close_files(dataset)
     with answer.calling(f"a DataLoader with 2 workers over {type(dataset).__name__}"):
         fresh = type(dataset)(path)
-        batches = _read_with_workers(DataLoader(fresh, batch_size=16, num_workers=2, multiprocessing_context="fork"))
+        batches = every_batch(DataLoader(fresh, batch_size=16, num_workers=2, multiprocessing_context="fork"))
     got_inputs = torch.cat([torch.as_tensor(batch[0]) for batch in batches])
     got_labels = torch.cat([torch.as_tensor(batch[1]) for batch in batches])
     if not (torch.equal(got_inputs, torch.from_numpy(inputs)) and torch.equal(got_labels, torch.from_numpy(labels))):

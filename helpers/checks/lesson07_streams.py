@@ -15,7 +15,7 @@ from torch.utils.data._utils import worker as worker_state
 
 from helpers import clinic
 from helpers._validate import short
-from helpers.checks.core import Answer, Failed, Wrong, exercise, split_problem
+from helpers.checks.core import Answer, Failed, Wrong, every_batch, exercise, split_problem
 from helpers.checks.lesson07 import BATCH_SIZE, _judge, _problems
 
 
@@ -196,11 +196,7 @@ def _group_hint(exc: Exception) -> str:
 
 def _keys(loader: DataLoader) -> list[int]:
     """Every key the loader yields, in order; its workers are shut down even when one raised."""
-    batches = iter(loader)
-    try:
-        return [int(key) for batch in batches for key in batch["key"]]
-    finally:
-        getattr(batches, "_shutdown_workers", lambda: None)()
+    return [int(key) for batch in every_batch(loader) for key in batch["key"]]
 
 
 # 07.4's readers simulated in this process, (world_size, num_workers): the main process alone on 2 ranks, one rank with
