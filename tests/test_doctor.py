@@ -144,7 +144,8 @@ def test_a_sweep_without_a_gain_on_a_busy_machine_says_why(monkeypatch, others, 
     obs.measured["other_programs_cores"] = others
     assert lesson03.workers_too_few(obs) is None
     why = obs.skipped.get("workers-too-few", "")
-    assert ("num_workers=2 gave 1.10x" in why and "other programs used 1.0 of 2 cores" in why) == says, why
+    assert ("num_workers=2 gave 1.10x" in why and "(median of 3 paired rounds)" in why
+            and "other programs used 1.0 core(s) of this machine during the first pass (2 usable here)" in why) == says, why
 
 
 @pytest.mark.parametrize("rounds, fires", [

@@ -328,9 +328,10 @@ def workers_too_few(obs: Observation) -> Finding | None:
         others = obs.measured.get("other_programs_cores", 0.0)
         if others >= BUSY_CORES:  # the workers shared the cores with other programs: say so rather than stay silent
             obs.skipped["workers-too-few"] = (
-                f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers}, under "
-                f"{SWEEP_GAIN}x, while other programs used {others:.1f} of {usable_cpus()} cores: more workers "
-                "could only share what they left; sweep again on a quiet machine")
+                f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
+                f"paired rounds), under {SWEEP_GAIN}x, but other programs used {others:.1f} core(s) of this machine "
+                f"during the first pass ({usable_cpus()} usable here): the sweep may have been limited by them; sweep "
+                "again on a quiet machine")
         return None
     return finding(
         "workers-too-few", "warning",
