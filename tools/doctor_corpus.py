@@ -4,8 +4,9 @@
 in this process; `--busy` keeps a `python -c "while True: pass"` program running beside every run (busy-host is then
 neither required nor a false alarm); `--cli` also runs each case once through `python -m helpers.doctor` in a fresh
 process and checks its exit status (1 when an error is expected, else 0) and its codes. A verdict is "ok", or what was
-MISSED and what was a FALSE ALARM, in which runs. Exit status 1 when any run misses, false-alarms or crashes, or when a
-process or temp folder is left behind. A HOST_BUSY case gets one busy program per usable core around its runs.
+MISSED, what was a FALSE ALARM and which runs went OVER BUDGET (the doctor's call took over its budget + 1 s), in which
+runs. Exit status 1 when any run misses, false-alarms, crashes or goes over budget, or when a process or temp folder is
+left behind. A HOST_BUSY case gets one busy program per usable core around its runs.
 Cases whose NEEDS are unmet here are listed as skipped. The doctor imported is whichever `helpers` comes first on
 sys.path (PYTHONPATH before this checkout), so a base copy can be compared.
 """
@@ -79,6 +80,10 @@ class Row:
         problems += [f"MISSED {c} (runs {', '.join(r)}){'; the doctor said: ' + said[c] if c in said else ''}"
                      for c, r in sorted(missed.items())]
         problems += [f"FALSE ALARM {c} (runs {', '.join(r)})" for c, r in sorted(extra.items())]
+        limit = corpus.budget_s(self.case) + corpus.OVER_BUDGET_S
+        slow = [f"{label}: {run.seconds:.1f} s" for label, run in labelled[:len(self.runs)] if not run.crash and run.seconds > limit]
+        if slow:
+            problems.append(f"OVER BUDGET (runs {', '.join(slow)}; budget {corpus.budget_s(self.case):g} s + {corpus.OVER_BUDGET_S:g} s)")
         want = corpus.expected_exit(self.case)
         if self.cli and not self.cli.crash and self.cli.exit_status != want:
             problems.append(f"CLI EXIT {self.cli.exit_status} (want {want})")
@@ -93,11 +98,11 @@ def run_in_process(case: ModuleType) -> Run:
     """Diagnose the case here."""
     started = time.perf_counter()
     try:
-        diagnosis = corpus.diagnose(case)
+        diagnosis, seconds = corpus.diagnose(case)
     except Exception as error:  # noqa: BLE001 - a doctor that crashes is a verdict, not the end of the table
         last = traceback.format_exception_only(error)[-1].strip()
         return Run(seconds=time.perf_counter() - started, crash=last[:150])
-    return Run(corpus.problems(diagnosis, case.EXPECTED), diagnosis.elapsed_s,
+    return Run(corpus.problems(diagnosis, case.EXPECTED), seconds,
                why_not={code: why for code, why in diagnosis.not_measured.items() if code in case.EXPECTED})
 
 

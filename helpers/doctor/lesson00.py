@@ -129,6 +129,6 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
         "usable cores); limited to one thread "
         f"per worker, the loader gave {gain:.2f}x the samples/s (median of {len(ratios)} interleaved rounds)",
         "limit each worker to one thread in worker_init_fn: threadpoolctl.threadpool_limits(1, user_api='blas') for numpy's BLAS, "
-        "cv2.setNumThreads(1) for OpenCV (or OMP_NUM_THREADS=1 before the program starts); DataLoader already sets torch's "
-        "own threads to 1 in each worker, unless your worker_init_fn raises them",
+        "cv2.setNumThreads(1) for OpenCV (or OPENBLAS_NUM_THREADS=1 and OPENCV_FOR_THREADS_NUM=1 before the program "
+        "starts); DataLoader already sets torch's own threads to 1 in each worker, unless your worker_init_fn raises them",
         ranks=ranks, workers=workers, threads_per_worker=most, usable_cores=cores, gain=gain, rounds=len(ratios))
