@@ -6,7 +6,8 @@ from helpers.checks.core import REGISTRY, CheckResult
 from helpers.checks.lesson00 import check_workers_per_rank
 from helpers.checks.lesson01 import check_balanced_accuracy, check_class_counts, check_imbalance_ratio, check_stratified_split
 from helpers.checks.lesson02 import check_balanced_sampler, check_focal_loss, check_num_samples_for_coverage, check_per_sample_weights
-from helpers.checks.lesson03 import check_getitems, check_knee, check_seed_worker, check_steady_samples_per_s
+from helpers.checks.lesson03 import check_knee, check_seed_worker, check_steady_samples_per_s
+from helpers.checks.lesson03_getitems import check_getitems
 from helpers.checks.lesson04 import check_gb_per_s, check_move_to, check_prefetched, check_safe_read
 from helpers.checks.lesson05 import check_deduplicated_accuracy, check_epoch_orders, check_rank_loader
 from helpers.checks.lesson06 import check_my_shards, check_remaining_indices, check_shard_count

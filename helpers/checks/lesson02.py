@@ -103,8 +103,15 @@ def check_balanced_sampler(answer: Answer) -> str:
     call = f"{name}(labels with counts [900, 90, 10], num_samples=3000)"
     with seeded_randomness(), answer.calling(call, hint=_without_replacement):
         sampler = answer.value(labels, 3000)
+        if isinstance(sampler, (np.ndarray, torch.Tensor)):
+            raise Failed(f"{call} returned the weights (a {type(sampler).__name__} of {len(sampler)}), not a sampler: pass "
+                         "them to WeightedRandomSampler(weights, num_samples, replacement=True) and return that")
         epochs = [np.array(list(sampler), dtype=np.int64) for _ in range(2)]
     drawn = epochs[0]
+    if len(drawn) and len(epochs[1]) != len(drawn):
+        raise Failed(f"{call}: iterating it twice (two epochs) drew {len(drawn)} then {len(epochs[1])} indices: an "
+                     "iterator or generator is used up after one pass; return a sampler that draws again each time it is "
+                     "iterated (a WeightedRandomSampler does)")
     if len(drawn) != 3000:
         if len(drawn) < len(labels):
             why = f" of the {len(labels)}: draw from the whole dataset, not from a fixed subset"
@@ -124,10 +131,11 @@ def check_balanced_sampler(answer: Answer) -> str:
         else:
             hint = "weight each sample by 1 / (its class's count), so every class gets the same total weight"
         raise Failed(f"{call} drew classes in shares {np.round(share, 3).tolist()}; balanced is about 1/3 each ({hint})")
-    if np.array_equal(epochs[0], epochs[1]):
-        raise Failed(f"{call}: iterating the sampler twice (two epochs) drew the same 3000 indices in the same order, so it "
+    if np.array_equal(np.sort(epochs[0]), np.sort(epochs[1])):
+        order = "in the same order" if np.array_equal(epochs[0], epochs[1]) else "only shuffled into another order"
+        raise Failed(f"{call}: iterating the sampler twice (two epochs) drew the same 3000 indices, {order}, so it "
                      "repeats its draws every epoch: draw afresh in each __iter__ (a WeightedRandomSampler does), don't "
-                     "replay a list drawn once or re-seed a generator inside __iter__")
+                     "replay or reshuffle a list drawn once, or re-seed a generator inside __iter__")
     majority = np.unique(np.concatenate(epochs)[labels[np.concatenate(epochs)] == 0])
     if len(majority) < 450:
         raise Failed(f"{call}: two epochs drew only {len(majority)} of the 900 majority samples (a weighted draw from the "

@@ -240,11 +240,18 @@ def _split_problem(answer: Answer, raw: np.ndarray, labels: np.ndarray, world_si
                             f"'key' is the sample's index into raw and labels (the same whichever reader reads it), "
                             f"not a count of this reader's items, and its input is raw[{key}]")
                 readers[key].append((rank, worker))
-    return split_problem(readers, range(len(labels)), setup, lambda key: f"sample {key}",
-                         "split by self.rank over self.world_size first, then by worker",
-                         "split the rank's samples by get_worker_info().id over its num_workers",
-                         lambda key: f"no reader read sample {key}: together the readers must take every sample, also "
-                                     "when they do not divide the count (take every n-th index, from the reader's own start)")
+    problem = split_problem(readers, range(len(labels)), setup, lambda key: f"sample {key}",
+                            "split by self.rank over self.world_size first, then by worker",
+                            "split the rank's samples by get_worker_info().id over its num_workers",
+                            lambda key: f"no reader read sample {key}: together the readers must take every sample, also "
+                                        "when they do not divide the count (take every n-th index, from the reader's own start)")
+    counts = Counter(reader for taken in readers.values() for reader in taken)
+    idle = [(rank, worker) for rank in range(world_size) for worker in range(max(1, num_workers)) if not counts[rank, worker]]
+    if problem is None and idle:
+        return (f"{setup}, (rank, worker) {idle} read no sample while {counts.most_common(1)[0][0]} read "
+                f"{counts.most_common(1)[0][1]}: every reader must take its share; number the readers rank * num_workers "
+                "+ worker of world_size * num_workers and give each every n-th sample, from its own start")
+    return problem
 
 
 def _check_splits(answer: Answer, raw: np.ndarray, labels: np.ndarray) -> None:

@@ -154,6 +154,27 @@ def sampler_count_weights(labels, num_samples):
     return WeightedRandomSampler(np.bincount(labels)[labels].astype(float), num_samples)
 
 
+def sampler_generator(labels, num_samples):
+    """A generator function: its first pass draws, the second finds it used up (an empty epoch)."""
+    for index in torch.multinomial(_inverse(labels), num_samples, True):
+        yield int(index)
+
+
+def sampler_iterator_of_weighted(labels, num_samples):
+    """iter(WeightedRandomSampler(...)): an iterator, used up after the first epoch."""
+    return iter(WeightedRandomSampler(_inverse(labels), num_samples))
+
+
+def sampler_drawn_once_reshuffled(labels, num_samples):
+    """One weighted draw, reshuffled each epoch: the same indices every epoch, in a new order."""
+    return SubsetRandomSampler(list(WeightedRandomSampler(_inverse(labels), num_samples)))
+
+
+def sampler_returns_weights(labels, num_samples):
+    """Returns the per-sample weights themselves, not a sampler over them."""
+    return _inverse(labels)
+
+
 # ---------------------------------------------------------------- 02.2 right answers
 def sampler_scaled_list_weights(labels, num_samples):
     """Right, N / count weights (any scale works) as a list of Python floats."""
@@ -388,6 +409,10 @@ WRONG = {
         Wrong(sampler_uniform, "weight each sample by 1 / (its class's count)"),
         Wrong(sampler_undersampled_subset, 'not from a fixed subset'),
         Wrong(sampler_count_weights, "weight each sample by 1 / (its class's count)"),
+        Wrong(sampler_generator, 'used up after one pass'),
+        Wrong(sampler_iterator_of_weighted, 'used up after one pass'),
+        Wrong(sampler_drawn_once_reshuffled, 'only shuffled into another order'),
+        Wrong(sampler_returns_weights, 'not a sampler'),
     ],
     "02.3": [
         Wrong(focal_log_of_softmax, 'F.log_softmax'),

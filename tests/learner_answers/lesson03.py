@@ -296,6 +296,36 @@ class GetitemsContiguousSlice(workloads.InMemoryDataset):
         return list(zip(self.features[start:stop].unbind(0), self.labels[start:stop].unbind(0)))
 
 
+class GetitemsIndexesRowByRow(workloads.InMemoryDataset):
+    """Indexes the tensors once per index: a list of samples, but no batching (nothing gained over __getitem__)."""
+
+    def __getitems__(self, indices):
+        return [(self.features[i], self.labels[i]) for i in indices]
+
+
+class GetitemsLabelsRowByRow(workloads.InMemoryDataset):
+    """index_select for the features, but the labels one index at a time."""
+
+    def __getitems__(self, indices):
+        features = self.features.index_select(0, torch.as_tensor(indices))
+        return [(features[k], self.labels[i]) for k, i in enumerate(indices)]
+
+
+class GetitemsStackedList(workloads.InMemoryDataset):
+    """[features[rows], labels[rows]]: a list, but of the two stacked tensors, not of samples."""
+
+    def __getitems__(self, indices):
+        rows = torch.as_tensor(indices)
+        return [self.features[rows], self.labels[rows]]
+
+
+class GetitemsZipsWholeTensors(workloads.InMemoryDataset):
+    """Takes the task's zip hint literally on the dataset's whole tensors: every sample, not the batch's."""
+
+    def __getitems__(self, indices):
+        return list(zip(self.features.unbind(0), self.labels.unbind(0)))
+
+
 class GetitemsReturnsZip(workloads.InMemoryDataset):
     """Returns the zip object itself, not a list: collate cannot index it."""
 
@@ -431,6 +461,10 @@ WRONG = {
         Wrong(GetitemsReturnsZip, 'returned a zip'),
         Wrong(GetitemsLabelShapeOne, 'labels of shape [64, 1]'),
         Wrong(GetitemsFloatLabels, 'labels torch.float32'),
+        Wrong(GetitemsIndexesRowByRow, 'one indexing operation per tensor'),
+        Wrong(GetitemsLabelsRowByRow, 'self.labels 3 time(s)'),
+        Wrong(GetitemsStackedList, 'batch already stacked'),
+        Wrong(GetitemsZipsWholeTensors, "not the dataset's whole tensors"),
     ],
     "03.4": [
         Wrong(seed_from_worker_id, 'every epoch repeats'),

@@ -292,6 +292,17 @@ class StreamWorkerOnly(_GivenStream):
             yield self._item(index)
 
 
+class StreamNestedModulo(_GivenStream):
+    """Keeps a sample when index % world_size == rank and index % num_workers == worker: once each, but with 2 ranks x 2
+    workers two readers get nothing."""
+
+    def __iter__(self):
+        worker, workers = _reader()
+        for index in range(len(self.labels)):
+            if index % self.world_size == self.rank and index % workers == worker:
+                yield self._item(index)
+
+
 class StreamRankOnly(_GivenStream):
     """Splits by rank alone: each worker of a rank reads all the rank's samples."""
 
@@ -682,7 +693,8 @@ WRONG = {
              Wrong(StreamNothingWithoutWorkers, 'yielded nothing when read with num_workers=0'),
              Wrong(StreamAllWithoutWorkers, "world_size=2, num_workers=0 (each rank's main process its only reader), sample 0 is read on more than one rank"),
              Wrong(StreamKeptIterator, '0 in its second'),
-             Wrong(StreamDoubleInput, "'input' as a tensor of torch.float64")],
+             Wrong(StreamDoubleInput, "'input' as a tensor of torch.float64"),
+             Wrong(StreamNestedModulo, 'read no sample while')],
     "07.5": [Wrong(epoch_whenever_settable, 'instead of only asking whether set_epoch exists'),
              Wrong(epoch_not_restored, "changed the sampler's epoch from 0 to 1"),
              Wrong(epoch_restored_to_zero, 'from 3 to 0'),
