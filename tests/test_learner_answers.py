@@ -12,6 +12,7 @@ from helpers.course import CHECKS_MUST_PASS_VAR
 
 ANSWERS = Path(__file__).resolve().parent / "learner_answers"
 LESSONS = [f"{n:02d}" for n in range(8)]  # issue 25 covers lessons 00-07; lesson 08's checks have their own probe
+pytestmark = pytest.mark.usefixtures("no_process_left")  # each check stops the workers it started
 
 
 def _module(path: Path):

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, get_worker_info
 
-from helpers.checks.core import Answer, Case, Failed, Mistake, StandInClock, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, Mistake, StandInClock, Wrong, every_batch, exercise
 from helpers.workloads import NumpyRngDataset
 
 
@@ -279,7 +279,7 @@ def check_seed_worker(answer: Answer) -> str:
                             generator=torch.Generator().manual_seed(seed), multiprocessing_context="fork")
         runs = []
         for _ in range(count):
-            batches = [(draws.tolist(), notes) for draws, notes in loader]
+            batches = [(draws.tolist(), notes) for draws, notes in every_batch(loader)]  # workers stopped, even on an error
             runs.append(([sum((d for d, _ in batches[worker::2]), []) for worker in (0, 1)],
                          {note for _, notes in batches for note in notes}))
         return runs
