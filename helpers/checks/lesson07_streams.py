@@ -245,13 +245,16 @@ def _split_problem(answer: Answer, raw: np.ndarray, labels: np.ndarray, world_si
                             "split the rank's samples by get_worker_info().id over its num_workers",
                             lambda key: f"no reader read sample {key}: together the readers must take every sample, also "
                                         "when they do not divide the count (take every n-th index, from the reader's own start)")
+    if problem:
+        return problem
     counts = Counter(reader for taken in readers.values() for reader in taken)
     idle = [(rank, worker) for rank in range(world_size) for worker in range(max(1, num_workers)) if not counts[rank, worker]]
-    if problem is None and idle:
-        return (f"{setup}, (rank, worker) {idle} read no sample while {counts.most_common(1)[0][0]} read "
-                f"{counts.most_common(1)[0][1]}: every reader must take its share; number the readers rank * num_workers "
-                "+ worker of world_size * num_workers and give each every n-th sample, from its own start")
-    return problem
+    if idle:
+        (busiest, most), = counts.most_common(1)
+        return (f"{setup}, (rank, worker) {idle} read no sample while {busiest} read {most}: every reader must take its "
+                "share; number the readers rank * num_workers + worker of world_size * num_workers and give each every "
+                "n-th sample, from its own start")
+    return None
 
 
 def _check_splits(answer: Answer, raw: np.ndarray, labels: np.ndarray) -> None:
