@@ -1,6 +1,7 @@
 """What every self-check shares: the verdict, the learner's answer under test, table cases, and the registry of checks."""
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -196,12 +197,33 @@ class Answer:
                     continue
                 if not matches(typical, case.expected) and matches(got, typical) and hint not in hints:
                     hints.append(hint)
-            if hints:  # two typical mistakes can give the same value: name each
+            hints = consistent_hints([(h, m) for m, h in mistakes if h in hints], self.value,
+                                     [c.args for c in cases if not _is_error(c.expected)]) or hints
+            if hints:  # two typical mistakes can give the same value here: name those that give the answer's every value
                 raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {'; or '.join(hints)}")
             if problem:
                 raise Failed(f"{call} returned {got!r}{problem}")
             raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {case.why}")
         return f"{self.name} is right in all {len(cases)} cases"
+
+
+def consistent_hints(models: Sequence[tuple[str, Callable[..., Any]]], answer: Callable[..., Any],
+                     calls: Sequence[tuple[Any, ...]], same: Callable[[Any, Any], bool] = matches) -> list[str]:
+    """The hints of `models` (hint, typical wrong answer) whose model returns what `answer` returns in every one of
+    `calls` where both return: of two mistakes that tie on one case, the one the answer makes everywhere."""
+    def run(function: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+        try:
+            return True, function(*copy.deepcopy(args))
+        except Exception:  # noqa: BLE001 - a call that raises says nothing about which mistake it is
+            return False, None
+
+    answers = [run(answer, args) for args in calls]
+    kept = []
+    for hint, model in models:
+        typical = [run(model, args) for args in calls]
+        if all(not (ok and fine) or same(got, value) for (ok, got), (fine, value) in zip(answers, typical)):
+            kept.append(hint)
+    return kept
 
 
 def split_problem(readers: Mapping[Any, Sequence[tuple[int, int]]], items: Iterable[Any], setup: str,

@@ -1,6 +1,7 @@
 """Lesson 00's self-check: num_workers per rank."""
 from __future__ import annotations
 
+import math
 import os
 
 from helpers.checks.core import Answer, Case, Mistake, Wrong, exercise
@@ -34,6 +35,10 @@ WORKERS_MISTAKES: tuple[Mistake, ...] = (
      "usable_cores argument, not os.cpu_count() (the rule is for any node)"),
     (lambda c, r: max(0, c + 1 - r), "that is the whole node's workers (cores + 1 - ranks): divide among the "
      "ranks_per_node ranks, each running 1 main process + num_workers"),
+    *((rounded, "that rounds the quotient to the nearest whole number (or up): num_workers rounds down, not up, "
+       "since one worker more would put the node over the rule: (usable_cores + 1) // ranks_per_node - 1")
+      for rounded in (lambda c, r: max(0, round((c + 1) / r) - 1), lambda c, r: max(0, round((c + 1) / r - 1)),
+                      lambda c, r: max(0, math.ceil((c + 1) / r) - 1))),
 )
 
 

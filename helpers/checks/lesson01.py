@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -10,10 +11,10 @@ import numpy as np
 from helpers import data, imbalance, metrics
 from helpers.checks.core import Answer, Case, Failed, Mistake, Wrong, exercise
 
-CLASS_COUNTS_CASES: tuple[Case, ...] = (
+CLASS_COUNTS_CASES: tuple[Case, ...] = (  # unsorted labels first: an order of first appearance is not class order there
+    Case(([2, 0, 2, 1, 2], 3), [1, 1, 3], "counts are in class order 0, 1, 2, not in order of appearance"),
     Case(([0, 2, 2, 2], 3), [1, 0, 3], "class 1 has no sample and must still count 0"),
     Case(([1, 1], 4), [0, 2, 0, 0], "num_classes=4 means four counts, even when classes 0, 2 and 3 are absent"),
-    Case(([2, 0, 2, 1, 2], 3), [1, 1, 3], "counts are in class order 0, 1, 2, not in order of appearance"),
     Case((np.array([0, 2, 2, 2, 1]), 3), [1, 1, 3], "labels can be a numpy array, as in the lesson: count with np.bincount "
          "(or convert with np.asarray first), not with list methods"),
     Case((np.zeros(0, dtype=np.int64), 2), [0, 0], "no labels: every class counts 0"),
@@ -40,6 +41,11 @@ CLASS_COUNTS_MISTAKES: tuple[Mistake, ...] = (
      "(np.bincount(labels, minlength=num_classes))"),
     (lambda labels, n: np.histogram(np.asarray(labels, dtype=np.int64), bins=n)[0], "np.histogram spreads its bins over "
      "the labels' min..max, not over the classes 0..num_classes-1: count with np.bincount(labels, minlength=num_classes)"),
+    (lambda labels, n: list(Counter(np.asarray(labels).tolist()).values()), "the counts came in order of first appearance "
+     "(a Counter's order), not class order: read them back as counter[c] for c in range(num_classes) (or use "
+     "np.bincount(labels, minlength=num_classes))"),
+    (lambda labels, n: _bincount(labels, n + 1)[1:], "those are the counts of classes 1..num_classes: classes are numbered "
+     "from 0, so count 0..num_classes-1 (range(num_classes))"),
 )
 
 
@@ -111,16 +117,28 @@ def _split_by_class(labels: Any, val_fraction: float, rng: Any, count: Callable[
 ])
 def check_stratified_split(answer: Answer) -> str:
     """Exercise 01.3: every class puts round(val_fraction * its count) samples in validation, chosen by the seed."""
+    for counts, fraction in SPLIT_SETUPS:
+        _check_split_setup(answer, counts, fraction)
+    return (f"{answer.name} put round(val_fraction * count) of every class in validation (halves to even too), the same "
+            "split for the same seed, a new one for a new seed")
+
+
+# (class counts, val_fraction): 0.2 x 33 = 6.6 and 0.2 x 7 = 1.4 tell round, int() and ceil apart; 0.25 x 10 = 2.5 and
+# 0.25 x 6 = 1.5 are halves, which Python's round() takes to the even neighbour (2 and 2), int(x + 0.5) up (3 and 2)
+SPLIT_SETUPS = (([200, 33, 7], 0.2), ([10, 6, 5], 0.25))
+
+
+def _check_split_setup(answer: Answer, counts: list[int], fraction: float) -> None:
+    """Call the answer for seeds 0..9 and 0 again on shuffled labels with `counts`; Failed naming the first problem."""
     name = answer.name
-    counts = [200, 33, 7]  # 0.2 * 33 = 6.6 and 0.2 * 7 = 1.4: round, int() and ceil give different answers
-    labels = np.repeat(np.arange(3), counts)
+    labels = np.repeat(np.arange(len(counts)), counts)
     np.random.default_rng(0).shuffle(labels)
-    wanted = [round(0.2 * count) for count in counts]
+    wanted = [round(fraction * count) for count in counts]
     splits = {}
     for seed in [*range(10), 0]:
-        call = f"{name}(labels with counts {counts}, 0.2, seed={seed})"
+        call = f"{name}(labels with counts {counts}, {fraction}, seed={seed})"
         with answer.calling(call):
-            train_idx, val_idx = answer.value(labels, 0.2, seed)
+            train_idx, val_idx = answer.value(labels, fraction, seed)
             train_idx, val_idx = np.asarray(train_idx), np.asarray(val_idx)
         if train_idx.dtype == bool or val_idx.dtype == bool:
             raise Failed(f"{call} returned boolean masks; return two arrays of indices")
@@ -129,11 +147,12 @@ def check_stratified_split(answer: Answer) -> str:
                 raise Failed(f"{call} returned {part} with dtype {indices.dtype}: return integer indices "
                              "(np.int64), which can index the labels")
         train_idx, val_idx = train_idx.astype(np.int64), val_idx.astype(np.int64)
+        positions = bool(val_idx.size) and val_idx.max() < max(counts)  # all below the largest class's count
         for part, indices in (("val_idx", val_idx), ("train_idx", train_idx)):
             if len(np.unique(indices)) < len(indices):
-                raise Failed(f"{call}: {part} holds {len(indices) - len(np.unique(indices))} repeated indices; "
-                             "rng.choice draws with replacement unless you pass replace=False (or take "
-                             "rng.permutation(members)[:k])")
+                raise Failed(f"{call}: {part} holds {len(indices) - len(np.unique(indices))} repeated indices; " + (
+                    POSITIONS_HINT if positions else "rng.choice draws with replacement unless you pass replace=False "
+                    "(or take rng.permutation(members)[:k])"))
         if len(np.intersect1d(train_idx, val_idx)):
             raise Failed(f"{call}: {len(np.intersect1d(train_idx, val_idx))} indices are in both train and validation")
         if sorted(np.concatenate([train_idx, val_idx]).tolist()) != list(range(len(labels))):
@@ -141,19 +160,10 @@ def check_stratified_split(answer: Answer) -> str:
         if len(val_idx) > len(train_idx):
             raise Failed(f"{call}: the second array holds {len(val_idx)} of {len(labels)} indices, the first "
                          f"{len(train_idx)}: return (train_idx, val_idx) in that order")
-        val_counts = np.bincount(labels[val_idx], minlength=3).tolist()
+        val_counts = np.bincount(labels[val_idx], minlength=len(counts)).tolist()
         if val_counts != wanted:
-            if val_idx.size and val_idx.max() < max(counts):
-                hint = ("val_idx holds positions within each class (0..count-1), not dataset indices: map them back "
-                        "with np.flatnonzero(labels == c)[positions]")
-            elif val_counts == [int(0.2 * count) for count in counts]:
-                hint = "int() truncates 6.6 to 6: use round(val_fraction * count)"
-            elif val_counts == [math.ceil(0.2 * count) for count in counts]:
-                hint = "math.ceil turns 1.4 into 2: use round(val_fraction * count)"
-            else:
-                hint = "split each class on its own (a random split of all indices is not stratified)"
-            raise Failed(f"{call} put {val_counts} samples per class in validation; expected round(0.2 * count) = "
-                         f"{wanted}: {hint}")
+            raise Failed(f"{call} put {val_counts} samples per class in validation; expected round({fraction} * count) = "
+                         f"{wanted}: {_count_hint(val_counts, counts, fraction, positions)}")
         split = tuple(np.sort(val_idx).tolist())
         if seed in splits and splits[seed] != split:
             raise Failed(f"{name} returned two different splits for the same seed={seed}: draw with "
@@ -162,7 +172,24 @@ def check_stratified_split(answer: Answer) -> str:
         splits[seed] = split
     if len(set(splits.values())) == 1:
         raise Failed(f"{name} returned the same split for 10 different seeds: shuffle each class with the seed")
-    return f"{name} put round(0.2 * count) of every class in validation, the same split for the same seed, a new one for a new seed"
+
+
+POSITIONS_HINT = ("val_idx holds positions within each class (0..count-1), not dataset indices: map them back "
+                  "with np.flatnonzero(labels == c)[positions]")
+
+
+def _count_hint(val_counts: list[int], counts: list[int], fraction: float, positions: bool) -> str:
+    """The likely mistake behind validation counts per class that are not round(fraction * count)."""
+    if positions:
+        return POSITIONS_HINT
+    if val_counts == [int(fraction * count) for count in counts]:
+        return f"int() truncates {fraction * counts[1]:g} to {int(fraction * counts[1])}: use round(val_fraction * count)"
+    if val_counts == [int(fraction * count + 0.5) for count in counts]:
+        return ("int(x + 0.5) rounds a half up (2.5 to 3); the task's round() is Python's, which rounds a half to the even "
+                "neighbour (round(2.5) = 2, round(1.5) = 2): use round(val_fraction * count)")
+    if val_counts == [math.ceil(fraction * count) for count in counts]:
+        return f"math.ceil turns {fraction * counts[2]:g} into {math.ceil(fraction * counts[2])}: use round(val_fraction * count)"
+    return "split each class on its own (a random split of all indices is not stratified)"
 
 
 def _labels(*values: list[int]) -> tuple[np.ndarray, ...]:

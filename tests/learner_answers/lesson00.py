@@ -74,6 +74,12 @@ def workers_strict_inequality(usable_cores, ranks_per_node):
     return workers
 
 
+def workers_round_of_quotient(usable_cores, ranks_per_node):
+    """round() of (cores + 1) / ranks, minus 1: round(1.5) = 2 gives 1 worker on 2 cores and 2 ranks, not 0 (issue 39)."""
+    _validate(usable_cores, ranks_per_node)
+    return max(0, round((usable_cores + 1) / ranks_per_node) - 1)
+
+
 # ---------------------------------------------------------------- 00.1 right answers
 def workers_as_numpy_int(usable_cores, ranks_per_node):
     """Right, as an np.int64 (numpy arithmetic)."""
@@ -110,6 +116,7 @@ WRONG = {
         Wrong(workers_from_this_machine, "this machine's core count"),
         Wrong(workers_for_the_whole_node, "the whole node's workers"),
         Wrong(workers_strict_inequality, 'one over, which the rule allows'),
+        Wrong(workers_round_of_quotient, 'rounds down, not up'),
     ],
 }
 RIGHT = {"00.1": [workers_as_numpy_int, workers_by_search, workers_via_floor]}

@@ -62,6 +62,12 @@ def counts_unique_padded_at_end(labels, num_classes):
     return np.concatenate([counts, np.zeros(num_classes - len(counts), dtype=counts.dtype)])
 
 
+def counts_from_class_one(labels, num_classes):
+    """Counts classes 1..num_classes, as if classes were numbered from 1 (issue 39)."""
+    labels = list(np.asarray(labels).tolist())
+    return [labels.count(c) for c in range(1, num_classes + 1)]
+
+
 # ---------------------------------------------------------------- 01.1 right answers
 def counts_as_python_ints(labels, num_classes):
     """Right, as a list of Python ints."""
@@ -246,6 +252,21 @@ def split_misses_last_class(labels, val_fraction, seed):
     return np.concatenate(train), np.concatenate(val)
 
 
+def split_half_up(labels, val_fraction, seed):
+    """int(f * n + 0.5), the school rounding: 2.5 -> 3, where the task's round() gives 2 (issue 39)."""
+    return _per_class(labels, val_fraction, seed,
+                      lambda rng, idx, f: rng.permutation(idx)[:int(f * len(idx) + 0.5)])
+
+
+def split_positions_with_repeats(labels, val_fraction, seed):
+    """Positions within each class as validation, concatenated as they are: classes share positions (issue 39)."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    val = np.concatenate([rng.permutation(int(np.sum(labels == c)))[:round(val_fraction * np.sum(labels == c))]
+                          for c in np.unique(labels)])
+    return np.setdiff1d(np.arange(len(labels)), val), val
+
+
 # ---------------------------------------------------------------- 01.3 right answers
 def split_right_choice(labels, val_fraction, seed):
     """Right, with rng.choice(replace=False) per class."""
@@ -346,13 +367,14 @@ WRONG = {
     "01.1": [
         Wrong(counts_via_unique, 'np.unique and Counter leave it out'),
         Wrong(counts_bincount_no_minlength, 'num_classes=4 means four counts'),
-        Wrong(counts_in_first_seen_order, 'np.unique and Counter leave it out'),
+        Wrong(counts_in_first_seen_order, 'in order of first appearance'),
         Wrong(counts_via_histogram, 'np.histogram spreads its bins'),
         Wrong(counts_as_fractions, 'expected ints'),
         Wrong(counts_as_dict, 'a dict; expected a list or array'),
         Wrong(counts_off_by_one_range, 'the last class is missing'),
         Wrong(counts_as_floats, 'expected ints'),
         Wrong(counts_unique_padded_at_end, 'zeros went to the end'),
+        Wrong(counts_from_class_one, 'classes are numbered from 0'),
     ],
     "01.2": [
         Wrong(ratio_floor_division, 'divide with /, not //'),
@@ -376,6 +398,8 @@ WRONG = {
         Wrong(split_swapped, '(train_idx, val_idx) in that order'),
         Wrong(split_positions_within_class, 'positions within each class'),
         Wrong(split_misses_last_class, 'every index'),
+        Wrong(split_half_up, 'rounds a half to the even neighbour'),
+        Wrong(split_positions_with_repeats, 'positions within each class'),
     ],
     "01.4": [
         Wrong(balanced_plain_accuracy, 'plain accuracy'),
