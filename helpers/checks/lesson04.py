@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -13,7 +12,7 @@ import torch
 
 from helpers.checks.core import Answer, Failed, Skipped, Wrong, exercise
 from helpers.checks.lesson04_cases import (
-    COPY_RUNS, CopyRun, StandInDevice, WatchedClock, count_tensors, moved_batch_problem, nested_batches)
+    COPY_RUNS, CopyRun, StandInDevice, WatchedClock, count_tensors, moved_batch_problem, nested_batches, rate_mistake)
 from helpers.transfer import move
 
 
@@ -120,35 +119,7 @@ def _copy_run(answer: Answer, run: CopyRun) -> None:
     got = float(got)
     if math.isclose(got, run.right, rel_tol=1e-6):
         return
-    raise Failed(f"{call} returned {got:.4g}; expected {run.right:g} GB/s: {_rate_mistake(got, run, clock)}")
-
-
-def _rate_mistake(got: float, run: CopyRun, clock: WatchedClock) -> str:
-    """The likely mistake behind a wrong rate whose copies were timed as the task says."""
-    seen = next((name for name, value in run.likely_mistakes().items() if math.isclose(got, value, rel_tol=1e-6)), "")
-    right, median_ms = f"{run.right:g}", statistics.median(run.timed) * 1000
-    if seen in ("mean", "mean of rates"):
-        return (f"that is the {seen}, skewed by the one slow copy. Return the median (statistics.median) of the "
-                f"{run.repeats} timed copies, as the task asks")
-    if seen == "total":
-        return ("one copy's bytes over the time of all the timed copies. Time each copy on its own (a clock read "
-                "before and after it) and take the median")
-    if seen == "GiB":
-        return f"GiB per second: divide bytes by 1e9 (GB), not 2**30 (GiB); expected {right} GB/s"
-    if seen == "bits":
-        return "gigabits per second: bytes times 8. Return bytes / seconds / 1e9 (GB, not Gb)"
-    if seen in ("bytes", "kB", "MB"):
-        return f"{seen} per second. Divide bytes by 1e9 to get GB, then by the seconds a copy took"
-    if seen == "ms":
-        return ("a thousandth of the rate: the copy times went in as milliseconds. Differences of time.perf_counter() "
-                "are seconds: divide bytes by them unscaled, then by 1e9")
-    if seen in ("seconds", "milliseconds"):
-        return f"the {seen} a copy takes: return num_bytes / seconds / 1e9 (GB/s)"
-    if clock.notes and clock.notes[0][0] == 0:
-        return ("the clock started before the warm-up copy, so its 300 ms are in the timing. Leave the first "
-                "(warm-up) copy out of the timing: synchronize() after it, then start the clock")
-    return (f"the median copy took {median_ms:g} ms for {run.num_bytes:_} bytes. Time each copy from a clock read "
-            "to a clock read after synchronize(), and return num_bytes / median seconds / 1e9")
+    raise Failed(f"{call} returned {got:.4g}; expected {run.right:g} GB/s: {rate_mistake(got, run, clock)}")
 
 
 def _move_top_level(batch: Any, device: Any, non_blocking: bool = False) -> Any:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ class CopyRun:
         """What known mistakes return on this run: name -> value."""
         timed, gb = self.timed, self.num_bytes / 1e9
         return {
+            "fastest": gb / min(timed),
+            "slowest": gb / max(timed),
             "mean": gb / statistics.mean(timed),
             "mean of rates": statistics.mean(gb / s for s in timed),
             "total": gb / sum(timed),
@@ -51,12 +54,46 @@ class CopyRun:
         }
 
 
-# The hiccup (a 60 ms copy among 20 ms ones) tells a median from a mean; repeats=1 tells a warm-up left running.
+# The hiccup (a 60 ms copy among about 20 ms ones) tells a median from a mean; copies of 18-22 ms tell it from the best
+# (fastest) and the worst copy; repeats=1 tells a warm-up left running. With repeats=4 the two middle copies tie (20 ms),
+# so every median (numpy's, statistics', the upper middle, the median of the rates) gives the same rate.
 COPY_RUNS = (
-    CopyRun(5, 200_000_000, (0.3, STEADY_S, STEADY_S, 0.06, STEADY_S, STEADY_S)),
+    CopyRun(5, 200_000_000, (0.3, 0.022, 0.018, 0.06, STEADY_S, 0.019)),
     CopyRun(1, 50_000_000, (0.3, STEADY_S)),
-    CopyRun(4, 200_000_000, (0.3,) + (STEADY_S,) * 4),
+    CopyRun(4, 200_000_000, (0.3, 0.022, STEADY_S, 0.019, STEADY_S)),
 )
+
+
+def rate_mistake(got: float, run: CopyRun, clock: WatchedClock) -> str:
+    """The likely mistake behind a wrong rate whose copies were timed as the task says."""
+    seen = next((name for name, value in run.likely_mistakes().items() if math.isclose(got, value, rel_tol=1e-6)), "")
+    right, median_ms = f"{run.right:g}", statistics.median(run.timed) * 1000
+    if seen in ("fastest", "slowest"):
+        return (f"that is the {seen} copy's rate (the {'best' if seen == 'fastest' else 'worst'} time, or the "
+                f"{'max' if seen == 'fastest' else 'min'} of the rates). Return the median of the {run.repeats} timed "
+                "copies (statistics.median), as the task asks: the typical copy, not the luckiest or unluckiest one")
+    if seen in ("mean", "mean of rates"):
+        return (f"that is the {seen}, skewed by the one slow copy. Return the median (statistics.median) of the "
+                f"{run.repeats} timed copies, as the task asks")
+    if seen == "total":
+        return ("one copy's bytes over the time of all the timed copies. Time each copy on its own (a clock read "
+                "before and after it) and take the median")
+    if seen == "GiB":
+        return f"GiB per second: divide bytes by 1e9 (GB), not 2**30 (GiB); expected {right} GB/s"
+    if seen == "bits":
+        return "gigabits per second: bytes times 8. Return bytes / seconds / 1e9 (GB, not Gb)"
+    if seen in ("bytes", "kB", "MB"):
+        return f"{seen} per second. Divide bytes by 1e9 to get GB, then by the seconds a copy took"
+    if seen == "ms":
+        return ("a thousandth of the rate: the copy times went in as milliseconds. Differences of time.perf_counter() "
+                "are seconds: divide bytes by them unscaled, then by 1e9")
+    if seen in ("seconds", "milliseconds"):
+        return f"the {seen} a copy takes: return num_bytes / seconds / 1e9 (GB/s)"
+    if clock.notes and clock.notes[0][0] == 0:
+        return ("the clock started before the warm-up copy, so its 300 ms are in the timing. Leave the first "
+                "(warm-up) copy out of the timing: synchronize() after it, then start the clock")
+    return (f"the median copy took {median_ms:g} ms for {run.num_bytes:_} bytes. Time each copy from a clock read "
+            "to a clock read after synchronize(), and return num_bytes / median seconds / 1e9")
 
 
 class WatchedClock(StandInClock):
