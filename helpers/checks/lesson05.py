@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, WeightedRandomSampler
 
-from helpers.checks.core import Answer, Case, Failed, Wrong, exercise, seeded_randomness
+from helpers.checks.core import Answer, Case, Failed, Wrong, consistent_hints, exercise, seeded_randomness
 from helpers.data import labels_from_counts
 from helpers.imbalance import sample_weights
 from helpers.samplers import DistributedWeightedSampler
@@ -44,10 +44,12 @@ def check_epoch_orders(answer: Answer) -> str:
     name, n, world, seed = answer.name, 21, 2, 7  # 21 samples on 2 ranks: the last slot is padding
 
     def sampler(rank: int) -> DistributedSampler:
-        return DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=seed)
+        made = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=seed)
+        made.set_epoch(HANDED_AT)  # as an earlier loop left it: the answer's epochs still start at 0
+        return made
 
     samplers = [sampler(rank) for rank in range(world)]
-    with answer.calling(f"{name}(sampler, 3)"), seeded_randomness():
+    with answer.calling(f"{name}(sampler, 3) with a sampler at epoch {HANDED_AT}"), seeded_randomness():
         got = [answer.value(s, 3) for s in samplers]
     got = [_orders(name, orders) for orders in got]
     if any(len(orders) != 3 for orders in got):
@@ -60,12 +62,16 @@ def check_epoch_orders(answer: Answer) -> str:
         if orders[0] == orders[1] == orders[2]:
             raise Failed("all 3 epochs have the same order: call sampler.set_epoch(epoch) before each epoch's iteration")
         if orders != expected[:3]:
-            raise Failed(f"rank {rank}'s orders were {orders}, expected {expected[:3]}: {_order_mistake(orders, expected)}")
+            handed = [_shard(n, world, rank, seed, epoch) for epoch in range(HANDED_AT, HANDED_AT + 3)]
+            raise Failed(f"rank {rank}'s orders were {orders}, expected {expected[:3]}: {_order_mistake(orders, expected, handed)}")
     with answer.calling(f"{name}(sampler, 0)"):
         none = answer.value(sampler(0), 0)
     if not isinstance(none, (list, tuple)) or len(none) != 0:
         raise Failed(f"{name}(sampler, 0) returned {none!r}; expected [] (no epochs, no orders)")
     return f"{name} reshuffles every epoch, the same way on every rank, and returns [] for 0 epochs"
+
+
+HANDED_AT = 5  # 05.1's samplers come at this epoch, as a script that trained before leaves them
 
 
 def _shard(n: int, world: int, rank: int, seed: int, epoch: int) -> list[int]:
@@ -90,8 +96,15 @@ def _orders(name: str, orders: Any) -> list[list[int]]:
     return [[int(i) for i in order] for order in orders]
 
 
-def _order_mistake(orders: list[list[int]], expected: list[list[int]]) -> str:
-    """The likely mistake behind orders that are not the sampler's epochs 0, 1, 2."""
+def _order_mistake(orders: list[list[int]], expected: list[list[int]], handed: list[list[int]]) -> str:
+    """The likely mistake behind orders that are not the sampler's epochs 0, 1, 2 (`handed`: its epochs from HANDED_AT)."""
+    if orders == handed:
+        return (f"these are epochs {HANDED_AT}, {HANDED_AT + 1}, {HANDED_AT + 2}, counted on from the epoch the sampler was "
+                f"at ({HANDED_AT}, set by an earlier loop): the first epoch is epoch 0, so set the epoch to 0, 1, 2 whatever "
+                "sampler.epoch was")
+    if orders[0] == handed[0] and orders[1:] == expected[1:3]:
+        return (f"epoch 0 came out in the order of epoch {HANDED_AT}, the epoch the sampler was at: call "
+                "sampler.set_epoch(epoch) before every epoch's iteration, the first (epoch 0) too")
     if orders == expected[1:4]:
         return ("epoch 0 came out as the sampler's epoch 1: set the epoch to 0, 1, 2 in turn (the sampler shuffles "
                 "with seed + epoch; epochs are numbered from 0), once per epoch, before iterating it")
@@ -100,7 +113,7 @@ def _order_mistake(orders: list[list[int]], expected: list[list[int]]) -> str:
             return (f"epoch {epoch} came out in epoch {epoch - 1}'s order: call sampler.set_epoch(epoch) before "
                     "iterating the sampler, not after")
     for epoch in range(3):
-        if orders[epoch] != expected[epoch] and sorted(orders[epoch]) == sorted(expected[epoch]):
+        if orders[epoch] != expected[epoch] and sorted(orders[epoch]) in (sorted(expected[epoch]), sorted(handed[0])):
             return (f"epoch {epoch} has this rank's indices in another order: return them as the sampler yields them. "
                     "set_epoch(epoch) is what reshuffles, the same way on every rank; shuffling by hand does not")
         if not set(orders[epoch]) <= set(expected[epoch]):
@@ -174,17 +187,27 @@ def check_rank_loader(answer: Answer) -> str:
         if [i for d in drawn for i in d][:len(labels)] != alone:
             raise Failed(f"with world_size={world} the ranks' draws are not consecutive shares of the one draw a single "
                          "rank makes: build one DistributedWeightedSampler per rank from the same weights and seed")
+    if _rank_draws(answer, dataset, labels, 2, torch_seeds=(11, 12)) != _rank_draws(answer, dataset, labels, 2):
+        raise Failed("with world_size=2 and torch seeded differently on each rank, the ranks drew other samples than with "
+                     "torch seeded alike: the draws depend on torch's global random state; pass a fixed seed")
     return f"each rank drew its own share of one class-balanced draw, on 1, 2 and 3 ranks ({len(alone)} samples in all)"
 
 
-def _rank_draws(answer: Answer, dataset: Any, labels: torch.Tensor, world: int) -> list[list[int]]:
-    """Each rank's indices for one epoch of the answer's loaders; Failed naming the first problem."""
+def _rank_draws(answer: Answer, dataset: Any, labels: torch.Tensor, world: int,
+                torch_seeds: tuple[int, ...] | None = None) -> list[list[int]]:
+    """Each rank's indices for one epoch of the answer's loaders, torch seeded with torch_seeds[rank] on each rank (0 on
+    every rank by default); Failed naming the first problem."""
     drawn, seeds, counts = [], [], []
     for rank in range(world):
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)  # as every real rank would after "seed everything": the same random state on each
+            torch.manual_seed(torch_seeds[rank] if torch_seeds else 0)  # default: "seed everything" alike on every rank
             drawn.append(_one_rank(answer, dataset, labels, rank, world, seeds))
         counts.append(np.bincount(labels[drawn[-1]].numpy(), minlength=3))
+    if len(set(seeds)) > 1 and torch_seeds:
+        raise Failed(f"with world_size={world} and torch seeded {list(torch_seeds)} on the ranks (as a script that seeds "
+                     f"each rank with seed + rank does), the ranks' samplers had seeds {seeds}: a seed drawn from torch's "
+                     "random generator (torch.randint, torch.seed) is the same on every rank only while their random "
+                     "states agree. Pass one fixed seed (seed=0) on every rank")
     if len(set(seeds)) > 1:
         raise Failed(f"with world_size={world} the ranks' samplers had seeds {seeds}: every rank must use the same "
                      "seed, so they split one global draw instead of drawing overlapping ones")
@@ -309,31 +332,56 @@ def check_deduplicated_accuracy(answer: Answer) -> str:
             raise Failed(f"{call} returned {type(got).__name__} {got!r}; expected the share as a float")
         if not math.isclose(float(got), case.expected, rel_tol=1e-6, abs_tol=1e-9):
             raise Failed(f"{call} returned {float(got):.4g}, expected {case.expected:.4g} ({case.why}): "
-                         f"{_dedup_mistake(float(got), gathered)}")
+                         f"{_dedup_mistake(answer, float(got), gathered)}")
     return f"{answer.name} is right in all {len(DEDUP_CASES)} cases, padded shards, one rank and no predictions included"
 
 
-def _dedup_mistake(got: float, gathered: list[list[tuple[int, Any]]]) -> str:
-    """The likely mistake behind a wrong accuracy, from what the known mistakes return on `gathered`."""
-    pairs = [(i, bool(c)) for part in gathered for i, c in part]
-    first = dict(reversed(pairs))
-    counts = {i: sum(1 for j, _ in pairs if j == i) for i in first}
-    once = [c for i, c in first.items() if counts[i] == 1]
-    share = sum(first.values()) / len(first)
-    guesses = {
-        "a percentage: return the share between 0 and 1, not times 100": 100 * share,
-        "that counts every pair, padded repeats too: count it once, one verdict per distinct index":
-            sum(c for _, c in pairs) / len(pairs),
-        "that averages each rank's own accuracy: pool every rank's pairs, then count each index once":
-            float(np.mean([sum(bool(c) for _, c in part) / len(part) for part in gathered if part])),
-        "that drops the repeated samples altogether: keep one verdict per index, the repeat's or the original's":
-            sum(once) / len(once) if once else math.nan,
-        "that divides by the largest index + 1: divide by the number of distinct indices you received":
-            sum(first.values()) / (max(first) + 1),
-        "the correct pairs are counted with their repeats: count it once in the numerator too":
-            sum(c for _, c in pairs) / len(first),
-        "the denominator counts every pair, repeats included: divide by the number of distinct indices":
-            len({i for i, c in pairs if c}) / len(pairs),
-    }
-    return next((hint for hint, value in guesses.items() if math.isclose(got, value, rel_tol=1e-6)),
+def _pairs(gathered: list[list[tuple[int, Any]]]) -> list[tuple[int, bool]]:
+    return [(i, bool(c)) for part in gathered for i, c in part]
+
+
+def _share(verdicts: dict[int, bool]) -> float:
+    return sum(verdicts.values()) / len(verdicts) if verdicts else math.nan
+
+
+def _once(gathered: list[list[tuple[int, Any]]]) -> float:
+    """Only the indices that came once (the repeated ones dropped altogether)."""
+    pairs = _pairs(gathered)
+    seen = [i for i, _ in pairs]
+    return _share({i: c for i, c in pairs if seen.count(i) == 1})
+
+
+DEDUP_MISTAKES: tuple[tuple[str, Any], ...] = (  # (hint, the typical wrong answer that gives it)
+    ("a percentage: return the share between 0 and 1, not times 100", lambda g: 100 * _share(dict(_pairs(g)))),
+    ("that counts every pair, padded repeats too: count it once, one verdict per distinct index",
+     lambda g: sum(c for _, c in _pairs(g)) / len(_pairs(g))),
+    ("that leaves out the last rank's pairs: read every rank's list, gathered[0] to gathered[-1] (range(len(gathered)))",
+     lambda g: _share(dict(_pairs(g[:-1])))),
+    ("that averages each rank's own accuracy: pool every rank's pairs, then count each index once",
+     lambda g: float(np.mean([sum(bool(c) for _, c in part) / len(part) for part in g if part]))),
+    ("that drops the repeated samples altogether: keep one verdict per index, the repeat's or the original's", _once),
+    ("that divides by the largest index + 1: divide by the number of distinct indices you received",
+     lambda g: sum(dict(_pairs(g)).values()) / (max(dict(_pairs(g))) + 1)),
+    ("the correct pairs are counted with their repeats: count it once in the numerator too",
+     lambda g: sum(c for _, c in _pairs(g)) / len(dict(_pairs(g)))),
+    ("the denominator counts every pair, repeats included: divide by the number of distinct indices",
+     lambda g: len({i for i, c in _pairs(g) if c}) / len(_pairs(g))),
+)
+
+
+def _dedup_mistake(answer: Answer, got: float, gathered: list[list[tuple[int, Any]]]) -> str:
+    """The likely mistake behind a wrong accuracy: of the known mistakes that give `got` here, the one that gives the
+    answer's value in every case."""
+    def same(a: Any, b: Any) -> bool:
+        return isinstance(a, (int, float, np.number)) and math.isclose(float(a), float(b), rel_tol=1e-6)
+
+    def value(model: Any) -> float:
+        try:
+            return float(model(gathered))
+        except (ValueError, ZeroDivisionError):  # a model that cannot run on this case says nothing about it
+            return math.nan
+
+    here = [(hint, model) for hint, model in DEDUP_MISTAKES if same(got, value(model))]
+    calls = [case.args for case in DEDUP_CASES if not isinstance(case.expected, type)]
+    return next(iter(consistent_hints(here, answer.value, calls, same) or [hint for hint, _ in here]),
                 "count it once: one verdict per distinct index over all ranks, then the share of those that are right")

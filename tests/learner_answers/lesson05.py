@@ -116,6 +116,16 @@ def orders_through_numpy(sampler, epochs):
     return out
 
 
+def orders_from_current_epoch(sampler, epochs):
+    """Counts the epochs on from the sampler's current epoch, not from 0 (issue 39)."""
+    start = sampler.epoch
+    orders = []
+    for epoch in range(start, start + epochs):
+        sampler.set_epoch(epoch)
+        orders.append(list(sampler))
+    return orders
+
+
 # ---------------------------------------------------------------- 05.2: rank_loader(dataset, labels, rank, world, bs)
 
 
@@ -208,6 +218,13 @@ def loader_on_strided_subset(dataset, labels, rank, world_size, batch_size):
     return DataLoader(Subset(dataset, mine), batch_size=batch_size, sampler=sampler)
 
 
+def loader_seed_from_torch(dataset, labels, rank, world_size, batch_size):
+    """A seed drawn from torch's generator: the same on every rank only if every rank seeded torch alike (issue 39)."""
+    seed = int(torch.randint(0, 2**31, ()).item())
+    sampler = DistributedWeightedSampler(sample_weights(labels), num_replicas=world_size, rank=rank, seed=seed)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+
 def loader_with_other_seed(dataset, labels, rank, world_size, batch_size):
     """Right: another seed, the same on every rank."""
     sampler = DistributedWeightedSampler(sample_weights(labels), num_replicas=world_size, rank=rank, seed=1234)
@@ -236,6 +253,17 @@ def accuracy_without_dedup(gathered):
     if not pairs:
         raise ValueError("no predictions")
     return sum(bool(correct) for _, correct in pairs) / len(pairs)
+
+
+def accuracy_ignoring_last_rank(gathered):
+    """range(len(gathered) - 1): the last rank's pairs are never read (issue 39)."""
+    verdicts = {}
+    for rank in range(len(gathered) - 1):
+        for index, correct in gathered[rank]:
+            verdicts[index] = bool(correct)
+    if not verdicts:
+        raise ValueError("no predictions")
+    return sum(verdicts.values()) / len(verdicts)
 
 
 def accuracy_dedup_within_rank(gathered):
@@ -356,10 +384,11 @@ WRONG = {
         Wrong(orders_numbered_from_one, 'epochs are numbered from 0'),
         Wrong(orders_shuffled_by_hand, 'shuffling by hand does not'),
         Wrong(orders_one_epoch_short, 'returned [2, 2] epochs; expected 3'),
-        Wrong(orders_first_epoch_always, 'expected [] (no epochs'),
+        Wrong(orders_first_epoch_always, 'the first (epoch 0) too'),
         Wrong(orders_as_tensors, 'came back as Tensor'),
         Wrong(orders_by_reseeding, 'changed sampler.seed'),
         Wrong(orders_from_randperm, 'holds indices the sampler does not yield'),
+        Wrong(orders_from_current_epoch, 'the first epoch is epoch 0'),
     ],
     "05.2": [
         Wrong(loader_with_weighted_random_sampler, 'both ranks drew the same samples'),
@@ -375,6 +404,7 @@ WRONG = {
         Wrong(loader_with_per_rank_num_samples, 'num_samples is the epoch size across all ranks'),
         Wrong(loader_without_replacement, 'keep replacement=True'),
         Wrong(loader_on_strided_subset, 'not the dataset it was given'),
+        Wrong(loader_seed_from_torch, "drawn from torch's random generator"),
     ],
     "05.3": [
         Wrong(accuracy_without_dedup, 'that counts every pair, padded repeats too'),
@@ -389,6 +419,7 @@ WRONG = {
         Wrong(accuracy_integer_division, 'divide with /, not //'),
         Wrong(accuracy_size_from_max_index, 'divides by the largest index + 1'),
         Wrong(accuracy_dedup_correct_only, 'the denominator counts every pair'),
+        Wrong(accuracy_ignoring_last_rank, "leaves out the last rank's pairs"),
     ],
 }
 
