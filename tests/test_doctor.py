@@ -341,6 +341,91 @@ def test_a_sampler_that_raises_is_a_loader_error_not_a_crash():
     sampler = WeightedRandomSampler(torch.ones(10), num_samples=20, replacement=False)
     found = only(run(DataLoader(tensors(10), batch_size=2, sampler=sampler)), "loader-error")
     assert "cannot sample n_sample > prob_dist.size(-1)" in found.message and "num_samples must be at most len(weights)" in found.fix
+    assert found.evidence["stage"] == "sampler" and found.evidence["sampler"] == "WeightedRandomSampler"
+
+
+BAD_WEIGHT = {"negative": -1.0, "NaN": float("nan"), "infinite": float("inf")}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("replacement, bad, error, cause", [
+    (True, "negative", "invalid multinomial distribution (encountering probability entry < 0)", "a weight is negative or NaN"),
+    (True, "NaN", "invalid multinomial distribution (encountering probability entry < 0)", "a weight is negative or NaN"),
+    (True, "infinite", "invalid multinomial distribution (encountering probability entry = infinity or NaN)", "a weight is infinite"),
+    (False, "negative", "probability tensor contains either `inf`, `nan` or element < 0", "a weight is negative, NaN or infinite"),
+    (False, "NaN", "probability tensor contains either `inf`, `nan` or element < 0", "a weight is negative, NaN or infinite"),
+])
+def test_a_bad_sampler_weight_is_the_samplers_error_with_its_cause(workers, replacement, bad, error, cause):
+    """torch 2.13's own messages (issue 39): the finding names the sampler, not collate_fn, counts the weights, and
+    chooses the fix from the error (not num_samples)."""
+    weights = torch.ones(64, dtype=torch.float64)
+    weights[[3, 40]] = BAD_WEIGHT[bad]
+    sampler = WeightedRandomSampler(weights, num_samples=64 if replacement else 32, replacement=replacement)
+    found = only(run(DataLoader(tensors(64), batch_size=8, sampler=sampler, num_workers=workers)), "loader-error")
+    assert error in found.message and "the sampler (WeightedRandomSampler) raised" in found.message, found.message
+    assert "collate_fn" not in found.message and "starting the workers" not in found.message, found.message
+    assert found.evidence["stage"] == "sampler" and found.evidence["sampler"] == "WeightedRandomSampler"
+    counts = found.evidence["weights"]
+    assert counts[{"negative": "negative", "NaN": "nan", "infinite": "infinite"}[bad]] == 2 and counts["weights"] == 64
+    assert found.fix.startswith(cause) and "num_samples" not in found.fix, found.fix
+
+
+def test_all_zero_weights_say_so():
+    sampler = WeightedRandomSampler(torch.zeros(64), num_samples=64)
+    found = only(run(DataLoader(tensors(64), batch_size=8, sampler=sampler)), "loader-error")
+    assert "sum of probabilities <= 0" in found.message and found.evidence["weights"]["zero"] == 64
+    assert found.fix.startswith("the weights sum to 0"), found.fix
+
+
+class Groups(torch.utils.data.Sampler):
+    """A batch sampler that groups its inner sampler's indices by 8 (a bucketing sampler's shape)."""
+
+    def __init__(self, inner: torch.utils.data.Sampler) -> None:
+        self.inner = inner
+
+    def __iter__(self):
+        batch = []
+        for index in self.inner:
+            batch.append(index)
+            if len(batch) == 8:
+                yield batch
+                batch = []
+
+    def __len__(self) -> int:
+        return 8
+
+
+class RunsOut(torch.utils.data.Sampler):
+    """Raises after 40 indices."""
+
+    def __iter__(self):
+        yield from range(40)
+        raise KeyError("index table exhausted")
+
+    def __len__(self) -> int:
+        return 64
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_sampler_that_raised_is_named_inside_a_batch_sampler_and_mid_epoch(workers):
+    weights = torch.ones(64)
+    weights[0] = -1.0
+    inside = only(run(DataLoader(tensors(64), batch_sampler=Groups(WeightedRandomSampler(weights, 64)), num_workers=workers)),
+                  "loader-error")
+    assert "a WeightedRandomSampler inside the batch sampler (Groups) raised" in inside.message, inside.message
+    late = only(run(DataLoader(tensors(64), batch_size=8, sampler=RunsOut(), num_workers=workers)), "loader-error")
+    assert "the sampler (RunsOut) raised KeyError" in late.message and "batch(es) had arrived" in late.message, late.message
+    assert late.evidence["stage"] == "sampler" and "weights" not in late.evidence and "RunsOut raised it" in late.fix
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_dataset_error_and_a_collate_error_are_told_apart(workers):
+    broken = only(run(DataLoader(Fails(), batch_size=4, num_workers=workers)), "loader-error")
+    assert "the dataset at index 5 raised" in broken.message and broken.evidence["stage"] == "dataset", broken.message
+    ragged = [torch.zeros(i % 3 + 1) for i in range(16)]
+    collate = only(run(DataLoader(ragged, batch_size=4, num_workers=workers)), "loader-error")
+    assert "collate_fn (every item of the batch read) raised" in collate.message and collate.evidence["stage"] == "collate_fn"
+    assert "index" not in collate.evidence and "pad_sequence" in collate.fix
 
 
 class Unpicklable(Dataset):

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from helpers.doctor.findings import Finding
 from helpers.doctor.measure import cpu_seconds, length, python_payload_mib, ranks_on_node
+from helpers.doctor.failures import counted, describe_sampler, fix_for, path_of, raised_in, sampler_of, weight_counts
 from helpers.doctor.reading import alternating_rates, first_failure, rebuild
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
@@ -25,64 +26,64 @@ COPY_ON_READ_MIB = 8.0    # pages shared with the parent turned private per work
 REPLAY_STEPS = 24         # steps replayed from memory at most, for the headspace
 
 
-def _fix_for(failure: Any, loader: DataLoader) -> str:
-    """The fix that fits what failed."""
-    text = failure.summary
-    if failure.while_ == "starting the workers" and ("pickle" in text or "Can't get attribute" in text):
-        return ("each worker gets a pickled copy of the dataset under spawn/forkserver (the default on macOS, Windows and, from "
-                "Python 3.14, Linux): open files (h5py, lmdb) lazily in the worker, on first use (lesson 06), and define "
-                "datasets in an importable module, not a notebook (lesson 00)")
-    if "stack expects each tensor to be equal size" in text:
-        return "items of different sizes cannot be stacked: pass a collate_fn that pads them (torch.nn.utils.rnn.pad_sequence)"
-    if "image file is truncated" in text or "cannot identify image file" in text:
-        return ("a corrupt or truncated image: re-encode or remove the file the finding names (a pass over the dataset with "
-                "num_workers=0 lists them all), rather than hiding it with PIL's LOAD_TRUNCATED_IMAGES")
-    if failure.while_ == "drawing from the sampler":
-        return "the sampler itself raises: with replacement=False, num_samples must be at most len(weights) (lesson 02)"
-    if failure.timed_out:
-        return ("rerun with num_workers=0 and interrupt it to see where it waits; raise the budget if start-up is just slow "
-                "(persistent_workers=True pays it once)")
-    return "rerun with num_workers=0 for a plain traceback and fix the dataset, sampler or collate_fn it names (lesson 03)"
-
-
-def _path_of(dataset: Any, index: int) -> str | None:
-    """The file behind `index` in an ImageFolder-style dataset (`samples` or `imgs` of (path, label)), or None."""
-    for name in ("samples", "imgs"):
-        records = getattr(dataset, name, None)
-        try:
-            record = records[index] if records is not None else None
-        except (IndexError, KeyError, TypeError):
-            continue
-        if isinstance(record, (tuple, list)) and record and isinstance(record[0], str):
-            return record[0]
-    return None
+def _doing(failed: Any, obs: Observation, stage: str | None) -> str:
+    """What the loader was doing when it failed, in words."""
+    if stage == "sampler" and failed.while_ == "starting the workers":
+        return "drawing the first batches' indices (the main process draws them as the workers start)"
+    if stage == "sampler" and failed.while_ == "reading batches":
+        return f"drawing indices after {obs.batches} batch(es) had arrived" if obs.batches else "drawing the first batch's indices"
+    if failed.while_ == "drawing from the sampler":
+        return "the doctor drew from it before reading, as the loader's first batch would"
+    return failed.while_
 
 
 @rule("loader-error", severities=("error",), phase="pass", planted="fails",
       taught_in=("03_loader_bottlenecks", "10. When the loader fails: three debugging moves"))
 def loader_error(obs: Observation) -> Finding | None:
-    """The loader raised (in the dataset, sampler, collate or while workers start) or gave no batch in time."""
+    """The loader raised (in the dataset, sampler, collate or while workers start) or gave no batch in time: which part raised, and why."""
     failed = obs.failure
     if failed is None:
         return None
     evidence: dict[str, Any] = {"error": failed.summary, "while": failed.while_, "after_s": round(failed.after_s, 2),
                                 "num_workers": obs.loader.num_workers}
-    message = (f"no batch within {failed.after_s:.1f} s (a hang, or a start-up slower than the budget): {failed.summary}"
-               if failed.timed_out else f"the loader raised {failed.summary} while {failed.while_}")
-    if not failed.timed_out and failed.while_ == "reading batches":
-        plain, index = first_failure(obs.loader, max(min(obs.left(), 5.0), 1.0))
-        if plain:
-            evidence["traceback_num_workers_0"] = plain
-            message += f"; read with num_workers=0, {'index ' + str(index) if index is not None else 'collate_fn'} raised: " \
-                       f"{plain.strip().splitlines()[-1]}"
-        if index is not None:
-            evidence["index"] = index
-            path = _path_of(obs.loader.dataset, index)
+    found = None if failed.timed_out else raised_in(obs.loader, failed.error)  # its own frames: a main-process error
+    stage, owner = found if found else (None, None)
+    if failed.timed_out:
+        message = f"no batch within {failed.after_s:.1f} s (a hang, or a start-up slower than the budget): {failed.summary}"
+    elif stage == "sampler":
+        message = f"{describe_sampler(obs.loader, owner)} raised {failed.summary} while {_doing(failed, obs, stage)}"
+    elif stage is not None:
+        message = f"{'the dataset' if stage == 'dataset' else 'collate_fn'} raised {failed.summary} while {failed.while_}"
+    else:
+        message = f"the loader raised {failed.summary} while {_doing(failed, obs, stage)}"
+    if not failed.timed_out and failed.while_ == "reading batches" and stage != "sampler":
+        plain = first_failure(obs.loader, max(min(obs.left(), 5.0), 1.0))
+        if plain is not None:
+            evidence["traceback_num_workers_0"] = plain.traceback
+            last = plain.traceback.strip().splitlines()[-1]
+            if plain.stage == "sampler":
+                owner = (raised_in(obs.loader, plain.error) or (None, sampler_of(obs.loader)))[1]
+                where = describe_sampler(obs.loader, owner)
+            else:
+                where = {"dataset": f"the dataset at index {plain.index}", "collate_fn": "collate_fn (every item of the batch read)"
+                         }.get(plain.stage, "the loader")
+            stage = stage or plain.stage or None
+            message += f"; read with num_workers=0, {where} raised: {last}"
+        if plain is not None and plain.index is not None:
+            evidence["index"] = plain.index
+            path = path_of(obs.loader.dataset, plain.index)
             if path:
                 evidence["file"] = path
-                message += f" (index {index} is {path})"
+                message += f" (index {plain.index} is {path})"
+    evidence["stage"] = stage or ("the workers' start" if failed.while_ == "starting the workers" else "unknown")
+    if stage == "sampler":
+        evidence["sampler"] = type(owner).__name__
+        counts = weight_counts(owner)
+        if counts is not None:
+            evidence["weights"] = counts
+            message += f"; its weights: {counted(counts)}"
     obs.skipped["measurements"] = "the loader failed, so nothing else was measured"
-    return finding("loader-error", "error", message, _fix_for(failed, obs.loader), **evidence)
+    return finding("loader-error", "error", message, fix_for(failed, stage, owner), **evidence)
 
 
 @rule("busy-host", severities=("info",), phase="pass", planted="busy_host",

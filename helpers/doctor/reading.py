@@ -50,7 +50,8 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
     try:
         source: _FetchInMain | _FetchInThread = (
             _FetchInMain(rebuild(loader, timeout=first_wait)) if loader.num_workers > 0 else _FetchInThread(loader, first_wait))
-    except Exception as exc:  # noqa: BLE001 - starting the workers runs the learner's code (pickling the dataset under spawn)
+    except Exception as exc:  # noqa: BLE001 - starting the workers runs the learner's code (pickling the dataset, the sampler)
+        _stop_half_built(exc)
         raise LoaderFailed(summary(exc), time.perf_counter() - started, False, "starting the workers", exc) from None
     n = samples = 0
     failed = False
@@ -82,6 +83,24 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
         if on_end is not None and n:
             on_end(getattr(source, "iterator", None))
         source.close(kill=failed)
+
+
+def _stop_half_built(error: BaseException) -> None:
+    """Stop the workers of a loader iterator whose construction raised after they started (its first draw from the
+    sampler): the error's frames keep that iterator, and its workers, alive until the garbage collector runs."""
+    tb = error.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if hasattr(owner, "_shutdown_workers") and hasattr(owner, "_workers"):  # private: torch's multi-process iterator
+            try:
+                owner._shutdown_workers()
+            except Exception:  # noqa: BLE001 - built too little to shut down in order: stop what started
+                for worker in owner._workers:
+                    if worker.is_alive():
+                        worker.terminate()
+                        worker.join(1.0)
+            return
+        tb = tb.tb_next
 
 
 class _FetchInMain:
@@ -199,11 +218,22 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     return DataLoader(loader.dataset, **kwargs)
 
 
-def first_failure(loader: DataLoader, wait_s: float) -> tuple[str | None, int | None]:
-    """The traceback a num_workers=0 reading of `loader` gives within `wait_s`, and the index that raised (map-style), or Nones.
+@dataclass(frozen=True)
+class PlainRead:
+    """What a num_workers=0 reading raised: its traceback, the part that raised and the index being read (map-style)."""
 
-    A map-style dataset is read index by index from the loader's own batch sampler, so the failing index is known;
-    an error in collate_fn then has no index. An IterableDataset is read through a num_workers=0 copy of the loader.
+    traceback: str
+    stage: str  # "sampler", "dataset", "collate_fn"; "" for an IterableDataset, read whole
+    index: int | None = None
+    error: BaseException | None = None  # the exception itself, its frames included
+
+
+def first_failure(loader: DataLoader, wait_s: float) -> PlainRead | None:
+    """What a num_workers=0 reading of `loader` raises within `wait_s`, or None.
+
+    A map-style dataset is read step by step: indices from the loader's own batch sampler (an error there is the
+    sampler's), each item from the dataset (the index is known), then collate_fn. An IterableDataset is read through
+    a num_workers=0 copy of the loader.
     """
     result: dict[str, Any] = {}
     stop = threading.Event()
@@ -211,28 +241,37 @@ def first_failure(loader: DataLoader, wait_s: float) -> tuple[str | None, int | 
     def read() -> None:
         try:
             if isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None:
+                result["stage"] = ""
                 for _ in rebuild(loader, num_workers=0):
                     if stop.is_set():
                         return
                 return
-            for indices in loader.batch_sampler:
+            result["stage"] = "sampler"
+            drawn = iter(loader.batch_sampler)
+            while not stop.is_set():
+                result["stage"] = "sampler"
+                result.pop("index", None)
+                indices = next(drawn, None)
+                if indices is None:
+                    return
                 items = []
                 for index in indices:
                     if stop.is_set():
                         return
-                    result["index"] = index
+                    result["stage"], result["index"] = "dataset", index
                     items.append(loader.dataset[index])
+                result["stage"] = "collate_fn"
                 result.pop("index", None)
                 loader.collate_fn(items)
-        except Exception:  # noqa: BLE001 - the traceback is what we want
-            result["tb"] = traceback.format_exc()
+        except Exception as exc:  # noqa: BLE001 - the traceback is what we want
+            result["tb"], result["error"] = traceback.format_exc(), exc
 
     thread = threading.Thread(target=read, daemon=True, name=THREAD_PREFIX + "plain")
     thread.start()
     thread.join(wait_s)
     stop.set()
     thread.join(1.0)
-    return (result["tb"], result.get("index")) if "tb" in result else (None, None)
+    return PlainRead(result["tb"], result["stage"], result.get("index"), result["error"]) if "tb" in result else None
 
 
 def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int | list[int], rounds: int = 3) -> list[list[float]]:
