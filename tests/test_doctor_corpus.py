@@ -30,6 +30,7 @@ def test_the_doctor_finds_what_the_case_expects_and_nothing_else(name):
     assert not missed and not false_alarms, (f"{name}: missed {sorted(missed)}, false alarms {sorted(false_alarms)} "
                                              f"({corpus.origin(case)[:80]})\n{diagnosis}")
     assert seconds <= corpus.budget_s(case) + corpus.OVER_BUDGET_S, f"{seconds:.1f} s of a {corpus.budget_s(case)} s budget"
+    assert not corpus.wrong_evidence(case, diagnosis.findings), f"{name}: {corpus.wrong_evidence(case, diagnosis.findings)}\n{diagnosis}"
 
 
 def test_every_case_names_its_origin_and_writes_its_expectations_as_a_frozenset():
@@ -44,6 +45,7 @@ def test_every_case_names_its_origin_and_writes_its_expectations_as_a_frozenset(
         assert len(assigned) == 1 and "frozenset(" in ast.unparse(assigned[0].value), f"{name}: write EXPECTED = frozenset(...)"
         assert callable(case.make_loader) and isinstance(getattr(case, "FAST", False), bool)
         assert corpus.budget_s(case) > 0 and (not hasattr(case, "step") or callable(case.step))
+        assert set(getattr(case, "EVIDENCE", {})) <= case.EXPECTED, f"{name}: EVIDENCE for a code it does not expect"
         corpus.unmet(case)  # every NEEDS name is known (a KeyError otherwise)
 
 
@@ -79,3 +81,16 @@ def test_the_table_fails_a_run_over_its_budget_and_one_second():
     assert Row(case, runs=[Run(seconds=8.9), Run(seconds=9.0)]).verdict() == "ok"  # 8 s + 1 s is allowed
     row = Row(case, runs=[Run(seconds=8.5), Run(seconds=9.2), Run(crash="boom", seconds=20.0)])
     assert row.failed and row.verdict() == "CRASH in run 3: boom; OVER BUDGET (runs 2: 9.2 s; budget 8 s + 1 s)"
+
+
+def test_the_table_fails_a_finding_whose_evidence_the_case_does_not_expect():
+    from types import SimpleNamespace
+
+    from tools.doctor_corpus import Row, Run
+
+    case = SimpleNamespace(EXPECTED=frozenset({"loader-error"}), EVIDENCE={"loader-error": {"stage": "sampler"}},
+                           __name__="tests.doctor_corpus.x")
+    said = [{"code": "loader-error", "severity": "error", "evidence": {"stage": "collate_fn"}}]
+    assert corpus.wrong_evidence(case, said) == ["loader-error.stage='collate_fn' (want 'sampler')"]
+    row = Row(case, runs=[Run({"loader-error"}), Run({"loader-error"}, wrong=corpus.wrong_evidence(case, said))])
+    assert row.failed and row.verdict() == "WRONG EVIDENCE loader-error.stage='collate_fn' (want 'sampler') (runs 2)"

@@ -4,7 +4,7 @@
 in this process; `--busy` keeps a `python -c "while True: pass"` program running beside every run (busy-host is then
 neither required nor a false alarm); `--cli` also runs each case once through `python -m helpers.doctor` in a fresh
 process and checks its exit status (1 when an error is expected, else 0) and its codes. A verdict is "ok", or what was
-MISSED, what was a FALSE ALARM and which runs went OVER BUDGET (the doctor's call took over its budget + 1 s), in which
+MISSED, what was a FALSE ALARM, which finding had WRONG EVIDENCE (a case's EVIDENCE) and which runs went OVER BUDGET (the doctor's call took over its budget + 1 s), in which
 runs. Exit status 1 when any run misses, false-alarms, crashes or goes over budget, or when a process or temp folder is
 left behind. A HOST_BUSY case gets one busy program per usable core around its runs.
 Cases whose NEEDS are unmet here are listed as skipped. The doctor imported is whichever `helpers` comes first on
@@ -45,6 +45,7 @@ class Run:
     crash: str = ""
     exit_status: int | None = None  # the command line's, for a --cli run
     why_not: dict[str, str] = field(default_factory=dict)  # the doctor's not_measured reasons for expected codes
+    wrong: list[str] = field(default_factory=list)  # the case's EVIDENCE entries its findings did not hold
 
 
 @dataclass
@@ -80,6 +81,11 @@ class Row:
         problems += [f"MISSED {c} (runs {', '.join(r)}){'; the doctor said: ' + said[c] if c in said else ''}"
                      for c, r in sorted(missed.items())]
         problems += [f"FALSE ALARM {c} (runs {', '.join(r)})" for c, r in sorted(extra.items())]
+        wrong: dict[str, list[str]] = {}
+        for label, run in labelled:
+            for entry in run.wrong:
+                wrong.setdefault(entry, []).append(label)
+        problems += [f"WRONG EVIDENCE {e} (runs {', '.join(r)})" for e, r in sorted(wrong.items())]
         limit = corpus.budget_s(self.case) + corpus.OVER_BUDGET_S
         slow = [f"{label}: {run.seconds:.1f} s" for label, run in labelled[:len(self.runs)] if not run.crash and run.seconds > limit]
         if slow:
@@ -103,7 +109,8 @@ def run_in_process(case: ModuleType) -> Run:
         last = traceback.format_exception_only(error)[-1].strip()
         return Run(seconds=time.perf_counter() - started, crash=last[:150])
     return Run(corpus.problems(diagnosis, case.EXPECTED), seconds,
-               why_not={code: why for code, why in diagnosis.not_measured.items() if code in case.EXPECTED})
+               why_not={code: why for code, why in diagnosis.not_measured.items() if code in case.EXPECTED},
+               wrong=corpus.wrong_evidence(case, diagnosis.findings))
 
 
 def run_command_line(case: ModuleType) -> Run:
@@ -136,7 +143,7 @@ def run_command_line(case: ModuleType) -> Run:
                        exit_status=process.returncode)
         data = json.loads(out.read_text())
     found = {f["code"] for f in data["findings"] if f["severity"] != "info" or f["code"] in case.EXPECTED}
-    return Run(found, float(data["elapsed_s"]), exit_status=process.returncode)
+    return Run(found, float(data["elapsed_s"]), exit_status=process.returncode, wrong=corpus.wrong_evidence(case, data["findings"]))
 
 
 def run_case(case: ModuleType, runs: int, busy: bool, cli: bool, log=print) -> Row:

@@ -4,8 +4,9 @@ Every case module models public code or a public bug report and defines: a docst
 `EXPECTED` (the codes that must come as warning or error; every other code must not, info is allowed),
 `make_loader()`, and optionally `step(batch)`, `BUDGET_S` (default 8), `FAST` (one diagnosis fits `make test`),
 `NEEDS` (comma-separated names from NEEDS_CHECKS: the case is skipped where one is unmet), `DEVICE` (passed to
-the doctor), `HOST_BUSY` (the runner starts CPU-bound programs around the diagnosis, one per usable core) and `EXIT`
-(the command line's exit status, when an expected code's severity can be either; else 1 exactly when one is in ERROR_CODES).
+the doctor), `HOST_BUSY` (the runner starts CPU-bound programs around the diagnosis, one per usable core), `EXIT`
+(the command line's exit status, when an expected code's severity can be either; else 1 exactly when one is in ERROR_CODES)
+and `EVIDENCE` ({code: {key: value}}: what an expected finding's evidence must hold, e.g. which part of the loader raised).
 tests/test_doctor_corpus.py runs the FAST cases; tools/doctor_corpus.py runs them all, N times.
 """
 from __future__ import annotations
@@ -25,7 +26,8 @@ CASES: tuple[str, ...] = (
     "imagefolder_no_workers", "imagefolder_workers", "imagenet_example_defaults", "corrupt_jpeg",
     "webdataset_unsplit", "webdataset_split", "stream_unsharded", "stream_sharded",
     "annotations_list_of_dicts", "annotations_numpy", "tensordataset_workers", "hdf5_eager_spawn", "hdf5_lazy_spawn",
-    "sampler_class_weights", "sampler_no_replacement", "sampler_per_sample", "balanced_100_classes",
+    "sampler_class_weights", "sampler_no_replacement", "sampler_per_sample", "sampler_nan_weight", "sampler_nan_weight_filled",
+    "balanced_100_classes",
     "text_default_collate", "text_padding_collate", "text_length_grouped", "lightning_datamodule", "distributed_sampler_set_epoch",
     "timm_16_workers", "blas_transform_workers", "torch_threads_worker_init", "torch_threads_fork_hang",
     "worker_init_startup", "slow_batch_no_workers", "busy_host", "shm_docker", "pin_memory_missing_cuda",
@@ -135,6 +137,18 @@ def problems(diagnosis: Any, expected: frozenset[str] = frozenset()) -> set[str]
 def compare(expected: frozenset[str], found: set[str], tolerated: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
     """(missed, false alarms): expected codes not found, and found codes neither expected nor tolerated."""
     return set(expected - found), set(found - expected - tolerated)
+
+
+def wrong_evidence(case: ModuleType, findings: list[Any]) -> list[str]:
+    """The case's EVIDENCE entries its findings (objects or JSON dicts with code and evidence) do not hold, as 'code.key=got (want x)'."""
+    wrong = []
+    for code, wanted in getattr(case, "EVIDENCE", {}).items():
+        evidence = next((f["evidence"] if isinstance(f, dict) else f.evidence for f in findings
+                         if (f["code"] if isinstance(f, dict) else f.code) == code), None)
+        if evidence is None:
+            continue  # a missed code is reported as missed
+        wrong += [f"{code}.{key}={evidence.get(key)!r} (want {value!r})" for key, value in wanted.items() if evidence.get(key) != value]
+    return wrong
 
 
 OVER_BUDGET_S = 1.0  # the doctor's call may take its budget and this much more (issue 22)
