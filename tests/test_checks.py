@@ -169,23 +169,40 @@ def test_balanced_sampler_blames_replacement_only_when_no_index_repeats():
     assert verdict.status == "failed" and "replacement=False" not in verdict.detail, verdict
 
 
-def test_balanced_loader_judges_a_sampler_without_weights_by_one_epoch_of_its_draws():
-    """07.1 reads class shares off a weighted sampler's weights; any other sampler (here a list of indices) by its draws."""
+def _drawn_by(scheme, frozen=False):
+    """07.1 answers whose sampler has no weights: torch.multinomial draws by `scheme`, anew each epoch or once (frozen)."""
     import torch
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Sampler
 
     from helpers.imbalance import sample_weights
 
-    def drawn_by(scheme):
-        def balanced_loader(dataset, batch_size):
-            weights = sample_weights(dataset.targets, scheme)
-            order = torch.multinomial(weights, len(dataset), True, generator=torch.Generator().manual_seed(1)).tolist()
-            return DataLoader(dataset, batch_size=batch_size, sampler=order)
-        return balanced_loader
+    class Drawn(Sampler):
+        def __init__(self, weights):
+            self.weights, self.generator = weights, torch.Generator().manual_seed(1)
 
-    assert checks.check_balanced_loader(drawn_by("inverse")).passed
-    verdict = checks.check_balanced_loader(drawn_by("effective"))
+        def __iter__(self):
+            return iter(torch.multinomial(self.weights, len(self.weights), True, generator=self.generator).tolist())
+
+        def __len__(self):
+            return len(self.weights)
+
+    def balanced_loader(dataset, batch_size):
+        sampler = Drawn(sample_weights(dataset.targets, scheme))
+        return DataLoader(dataset, batch_size=batch_size, sampler=list(sampler) if frozen else sampler)
+    return balanced_loader
+
+
+def test_balanced_loader_judges_a_sampler_without_weights_by_one_epoch_of_its_draws():
+    """07.1 reads class shares off a weighted sampler's weights; any other sampler (here one of its own) by its draws."""
+    assert checks.check_balanced_loader(_drawn_by("inverse")).passed
+    verdict = checks.check_balanced_loader(_drawn_by("effective"))
     assert verdict.status == "failed" and "one epoch of its sampler's draws (2220 indices)" in verdict.detail, verdict
+
+
+def test_balanced_loader_rejects_one_draw_replayed_every_epoch():
+    """07.1: the same balanced draw frozen into a list passes the doctor and the shares, but repeats every epoch."""
+    verdict = checks.check_balanced_loader(_drawn_by("inverse", frozen=True))
+    assert verdict.status == "failed" and "the same 2220 indices in the same order every epoch" in verdict.detail, verdict
 
 
 def test_split_problem_names_the_first_item_read_twice_or_never():

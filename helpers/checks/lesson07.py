@@ -178,7 +178,27 @@ def check_balanced_loader(answer: Answer) -> str:
                      f"{', '.join(str(c) for c in range(len(shares)))} shares of {listed}: the task asks for every class about "
                      f"equally often ({equal:.0%} each; here {(1 - SHARE_TOLERANCE) * equal:.0%} to {(1 + SHARE_TOLERANCE) * equal:.0%}). "
                      "Weight each sample by the inverse of its class's count: sample_weights(dataset.targets), whose scheme is 'inverse'")
+    with answer.calling(f"drawing two epochs of indices from the loader from {answer.name}"):
+        first, second = _two_epochs(loader)
+    if first == second:
+        raise Failed(f"the loader from {answer.name} draws the same {len(first)} indices in the same order every epoch: one "
+                     "weighted draw frozen into a list is replayed each epoch, so the model sees the same repeats every time. "
+                     "Pass the WeightedRandomSampler itself as sampler=, which draws anew each epoch")
     return detail
+
+
+def _two_epochs(loader: DataLoader) -> tuple[list[int], list[int]]:
+    """The indices of two epochs of the loader, the sampler's set_epoch (if it has one) moved on between them as a loop
+    would, then put back."""
+    sampler = getattr(loader.batch_sampler, "sampler", loader.sampler)
+    epoch, epochs = getattr(sampler, "epoch", 0), []
+    for step in range(2):
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch + step)
+        epochs.append([int(index) for batch in loader.batch_sampler for index in batch])
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+    return epochs[0], epochs[1]
 
 
 # --- 07.2: workers for the decoding (no-workers), within this machine's cores

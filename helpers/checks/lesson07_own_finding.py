@@ -95,6 +95,20 @@ class _SameFirst(_EpochIgnored):
         return iter([0, *rest])
 
 
+class _Curriculum(_EpochIgnored):
+    """In index order for the first two epochs (a warm-up curriculum), then shuffled by epoch: at epoch 4 the order
+    depends on set_epoch, though epochs 0 and 1 are alike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch = 4
+
+    def __iter__(self) -> Iterator[int]:
+        if self.epoch < 2:
+            return iter(range(64))
+        return iter(torch.randperm(64, generator=torch.Generator().manual_seed(self.epoch)).tolist())
+
+
 def _by_shuffle_flag(obs: doctor.Observation) -> doctor.Finding | None:
     sampler = obs.loader.sampler
     return _always(obs) if hasattr(sampler, "set_epoch") and getattr(sampler, "shuffle", True) else None
@@ -128,6 +142,19 @@ def _distributed_sampler_only(obs: doctor.Observation) -> doctor.Finding | None:
     return _always(obs) if isinstance(sampler, DistributedSampler) and sampler.shuffle else None
 
 
+def _epochs_zero_and_one(obs: doctor.Observation) -> doctor.Finding | None:
+    sampler = obs.loader.sampler
+    if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "epoch")):
+        return None
+    epoch = sampler.epoch
+    sampler.set_epoch(0)
+    first = list(sampler)
+    sampler.set_epoch(1)
+    second = list(sampler)
+    sampler.set_epoch(epoch)
+    return _always(obs) if second != first else None
+
+
 def _no_set_epoch(exc: Exception) -> str:
     """07.5: an answer that calls set_epoch (or reads epoch) on a sampler that has none."""
     if isinstance(exc, AttributeError) and ("set_epoch" in str(exc) or "epoch" in str(exc)):
@@ -154,6 +181,7 @@ def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
         ("DistributedSampler(shuffle=False)", lambda: DistributedSampler(items, num_replicas=2, rank=0, shuffle=False), False),
         ("a shuffled sampler whose set_epoch changes nothing", _EpochIgnored, False),
         ("a sampler that starts every epoch at index 0 and shuffles the rest by epoch", _SameFirst, True),
+        ("a curriculum sampler at epoch 4 (in order in epochs 0 and 1, shuffled by epoch from epoch 2)", _Curriculum, True),
     ]
 
 
@@ -169,6 +197,7 @@ def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
     Wrong(_reuses_a_doctor_code, "a code of your own"),  # a code the doctor already reports
     Wrong(_same_epoch_twice, "after sampler.set_epoch(epoch + 1)"),  # compares an epoch with itself
     Wrong(_distributed_sampler_only, "after sampler.set_epoch(epoch + 1)"),  # asks for a type instead of comparing orders
+    Wrong(_epochs_zero_and_one, "not epochs 0 and 1"),  # compares epochs 0 and 1 whatever epoch the sampler is at
 ])
 def check_needs_set_epoch(answer: Answer) -> str:
     """Exercise 07.5: a plugin for the doctor that notes a sampler whose order depends on set_epoch, and nothing else."""
@@ -188,7 +217,8 @@ def check_needs_set_epoch(answer: Answer) -> str:
         if depends and result is None:
             raise Failed(f"{name} found nothing for a loader with {described}, whose order changes only when the loop calls set_epoch: "
                          "for any sampler with set_epoch (obs.loader.sampler), compare list(sampler) at its epoch with list(sampler) "
-                         "after sampler.set_epoch(epoch + 1), and put the epoch back")
+                         "after sampler.set_epoch(epoch + 1), and put the epoch back" + (
+                             f" (the epoch it is at, {epoch}: not epochs 0 and 1)" if epoch else ""))
         if not depends and result is not None:
             raise Failed(f"{name} reported {result.code} for a loader with {described}, whose order does not depend on set_epoch: "
                          "compare the orders of two epochs instead of only asking whether set_epoch exists")

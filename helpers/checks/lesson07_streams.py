@@ -85,7 +85,7 @@ def check_to_array(answer: Answer) -> str:
     if values.shape != raw.shape:
         raise Failed(f"{answer.name}(rows) returned shape {values.shape}; expected {raw.shape}: one row per sample "
                      f"({raw.shape[0]} rows of {raw.shape[1]} values), in the order given")
-    if not np.allclose(values, raw, rtol=1e-6, atol=1e-6):
+    if not np.array_equal(values, raw):  # the rows are float32 values: float32 (or wider) holds them exactly
         largest = float(np.abs(values - raw).max())
         floating, width = ((stored.is_floating_point(), stored.element_size()) if isinstance(stored, torch.Tensor)
                            else (stored.dtype.kind == "f", stored.dtype.itemsize))
@@ -96,7 +96,7 @@ def check_to_array(answer: Answer) -> str:
         if width < 4:
             raise Failed(f"{answer.name}(rows) changed the values: {dtype} rounds them (largest difference {largest:.3g}); "
                          "keep float32 or wider (np.asarray(rows, dtype=np.float32))")
-        row = int(np.flatnonzero(~np.isclose(values, raw, rtol=1e-6, atol=1e-6).all(axis=1))[0])
+        row = int(np.flatnonzero((values != raw).any(axis=1))[0])
         raise Failed(f"{answer.name}(rows) changed the values although its {dtype} holds them exactly: row {row} differs from "
                      f"rows[{row}] (largest difference {largest:.3g}). Keep each row as given, in the order given, without "
                      "sorting or reordering: np.asarray(rows, dtype=np.float32) converts them as they are")

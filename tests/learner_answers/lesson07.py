@@ -23,6 +23,12 @@ def _inverse_frequency(targets) -> torch.Tensor:
     return torch.as_tensor(1.0 / np.bincount(targets)[targets], dtype=torch.double)
 
 
+def balanced_frozen_draw(dataset, batch_size):
+    """One weighted draw frozen into a list: the same order replayed every epoch (issue 39)."""
+    order = list(WeightedRandomSampler(sample_weights(dataset.targets), num_samples=len(dataset)))
+    return DataLoader(dataset, batch_size=batch_size, sampler=order)
+
+
 def balanced_class_weights(dataset, batch_size):
     """Lesson 02's trap 1: one weight per class passed where the sampler takes one per sample."""
     counts = class_counts(dataset.targets, int(np.max(dataset.targets)) + 1)
@@ -250,6 +256,11 @@ def array_sorted_rows(rows):
 def array_float64(rows):
     """Right: np.array(rows), float64, exactly the values of the Python floats."""
     return np.array(rows)
+
+
+def array_float32(rows):
+    """Right: float32, the signals' own dtype before tolist(), which holds every value exactly (issue 39: the task says so)."""
+    return np.asarray(rows, dtype=np.float32)
 
 
 def array_vstack(rows):
@@ -551,6 +562,20 @@ def epoch_zero_then_one(obs):
     return _finding() if list(sampler) != first else None
 
 
+def epoch_zero_and_one_put_back(obs):
+    """Compares epochs 0 and 1 whatever epoch the sampler is at, then puts the epoch back (issue 39)."""
+    sampler = obs.loader.sampler
+    if not (hasattr(sampler, "set_epoch") and hasattr(sampler, "epoch")):
+        return None
+    epoch = sampler.epoch
+    sampler.set_epoch(0)
+    first = list(sampler)
+    sampler.set_epoch(1)
+    second = list(sampler)
+    sampler.set_epoch(epoch)
+    return _finding() if second != first else None
+
+
 def epoch_warn_severity(obs):
     """Builds the Finding with severity "warn", which Finding rejects."""
     sampler = obs.loader.sampler
@@ -655,7 +680,8 @@ WRONG = {
              Wrong(balanced_fixed_batch, 'use the batch_size it is given (50)'),
              Wrong(balanced_sqrt_weights, "weight each sample by 1 / its class's count"),
              Wrong(balanced_minority_epoch, 'epoch draws 60 samples'),
-             Wrong(balanced_sorted_labels, 'Its weights differ within class')],
+             Wrong(balanced_sorted_labels, 'Its weights differ within class'),
+             Wrong(balanced_frozen_draw, 'the same order every epoch')],
     "07.2": [Wrong(workers_cpu_count, "os.cpu_count() (8 on both) counts the machine's cores"),
              Wrong(workers_fixed_two, 'the same 2 on both machines'),
              Wrong(workers_one_too_many, 'one worker too many'),
@@ -707,13 +733,14 @@ WRONG = {
              Wrong(epoch_random_sampler, 'found nothing for a loader with DistributedWeightedSampler'),
              Wrong(epoch_same_epoch_twice, 'after sampler.set_epoch(epoch + 1)'),
              Wrong(epoch_batch_sampler, '(obs.loader.sampler)'),
-             Wrong(epoch_snake_case_code, "code must be lower-case words joined by '-'")],
+             Wrong(epoch_snake_case_code, "code must be lower-case words joined by '-'"),
+             Wrong(epoch_zero_and_one_put_back, 'not epochs 0 and 1')],
 }
 
 RIGHT = {
     "07.1": [balanced_course_helper, balanced_distributed_weighted],
     "07.2": [workers_course_rule, workers_usable_prefetch],
-    "07.3": [array_float64, array_vstack],
+    "07.3": [array_float64, array_vstack, array_float32],
     "07.4": [StreamWorkerMajor, StreamBalancedChunks],
     "07.5": [epoch_prefix_torch, epoch_full_lists],
 }
