@@ -1,6 +1,7 @@
 """Argument checks shared by the helpers: each raises ValueError/TypeError naming the argument and value."""
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -101,3 +102,10 @@ def as_weights(name: str, weights: Any) -> torch.Tensor:
     if not bool((tensor > 0).any()):
         raise ValueError(f"{name} are all zero: nothing can be drawn")
     return tensor
+
+
+def fingerprint(values: Any) -> str:
+    """A short fingerprint of an array's values (its size and a hash), for the plan a sampler's state names."""
+    array = np.ascontiguousarray(np.asarray(values))
+    array = array.astype(np.float64 if np.issubdtype(array.dtype, np.floating) else np.int64, copy=False)
+    return f"{array.size} values, blake2b {hashlib.blake2b(array.tobytes(), digest_size=8).hexdigest()}"

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from helpers._validate import as_int, as_weights
+from helpers._validate import as_int, as_weights, fingerprint
 
 CHUNK = 2**18  # draws per searchsorted batch: sorted queries walk the cumulative sum in order (cache-friendly), memory stays bounded
 STATE_FIELDS = ("num_replicas", "num_samples", "seed", "replacement", "drop_last")  # a state resumes only a sampler that agrees on these
@@ -69,12 +69,13 @@ class DistributedWeightedSampler(Sampler[int]):
         self._last_drawable = len(self.weights) - 1 - int(torch.argmax(self.weights.flip(0).gt(0).to(torch.uint8)))
         self._resume_at = 0  # where the next __iter__ starts in this epoch (set by load_state_dict)
         self._yielded = 0  # draws handed out by the current iteration, counted from the epoch's start
+        self._weights_id: str | None = None  # the weights' fingerprint, made when a state first needs it
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch: every rank must call it with the same value before iterating (another epoch drops a pending resume)."""
+        """Choose the epoch: every rank must call it with the same value before iterating (another epoch drops a pending resume and starts its count at 0)."""
         epoch = as_int("epoch", epoch, minimum=0)
         if epoch != self.epoch:
-            self._resume_at = 0
+            self._resume_at = self._yielded = 0
         self.epoch = epoch
 
     def _stream(self, start: int) -> np.random.Generator:
@@ -130,20 +131,34 @@ class DistributedWeightedSampler(Sampler[int]):
         It counts indices handed to the DataLoader, which with workers runs ahead of the batches trained on:
         save `{**state, "yielded": steps_done * batch_size}` then, or let a stateful loader take the snapshot.
         """
-        return {"epoch": self.epoch, "yielded": self._yielded, **{name: getattr(self, name) for name in STATE_FIELDS}}
+        return {"epoch": self.epoch, "yielded": self._yielded, **{name: getattr(self, name) for name in STATE_FIELDS},
+                "weights": self._weights_fingerprint()}
+
+    def _weights_fingerprint(self) -> str:
+        """The weights' fingerprint, computed once (a state names the weights it was drawn from)."""
+        if self._weights_id is None:
+            self._weights_id = fingerprint(self.weights.cpu().numpy())
+        return self._weights_id
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume: the next iteration starts at draw state['yielded'] of state['epoch'], identical to an uninterrupted epoch."""
+        """Resume: the next iteration starts at draw state['yielded'] of state['epoch'], identical to an uninterrupted epoch
+        (a state of an epoch before the current one, read to its end, leaves the sampler as it is)."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
-        for name in (*STATE_FIELDS, "epoch", "yielded"):
+        for name in (*STATE_FIELDS, "weights", "epoch", "yielded"):
             if name not in state:
                 raise ValueError(f"state lacks {name!r}: pass a dict from DistributedWeightedSampler.state_dict()")
         for name in STATE_FIELDS:
             if state[name] != getattr(self, name):
                 raise ValueError(f"state {name} is {state[name]!r}, but this sampler has {name}={getattr(self, name)!r}")
+        if state["weights"] != self._weights_fingerprint():
+            raise ValueError(f"state weights are {state['weights']!r}, but this sampler's are {self._weights_fingerprint()!r}: "
+                             f"a state resumes only a draw from the same weights")
         yielded = as_int("state['yielded']", state["yielded"], minimum=0)
         if yielded > self.samples_per_rank:
             raise ValueError(f"state['yielded'] must be at most len(self)={self.samples_per_rank}, got {yielded}")
-        self.set_epoch(state["epoch"])
+        epoch = as_int("state['epoch']", state["epoch"], minimum=0)
+        if yielded == self.samples_per_rank and epoch < self.epoch:
+            return  # an earlier epoch read to its end (StatefulDataLoader loads it after the loop's set_epoch)
+        self.set_epoch(epoch)
         self._resume_at = self._yielded = yielded

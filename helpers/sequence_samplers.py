@@ -6,7 +6,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from torch.utils.data import DistributedSampler, Sampler
 
-from helpers._validate import as_int, short
+from helpers._validate import as_int, fingerprint, short
 from helpers.sequences import as_lengths, batch_padding_share, pack_lengths
 
 
@@ -46,23 +46,35 @@ def _limits(lengths: np.ndarray, batch_size: Any, max_tokens: Any) -> tuple[int 
 
 
 class _Resumable:
-    """Epochs, and resuming mid-epoch from state_dict(), for a sampler whose epoch is a list of batches (lesson 08)."""
+    """Epochs, and resuming mid-epoch from state_dict(), for a sampler whose epoch is a list of batches (lesson 08).
+
+    A state names the sampler's plan (every argument that decides an epoch's items, arrays as fingerprints) and
+    load_state_dict refuses a state of another plan, naming what differs. An epoch's plan is made once and kept
+    until the epoch changes, so len() and a resume do not plan it again.
+    """
 
     epoch: int
     _resume_at: int
     _yielded: int
+    _planned: tuple[int, list[Any]] | None = None
 
     def _state_fields(self) -> dict[str, Any]:
         return {}
 
-    def _epoch_plan(self) -> list[Any]:
+    def _make_plan(self) -> list[Any]:
         raise NotImplementedError
 
+    def _epoch_plan(self) -> list[Any]:
+        """This epoch's items, planned once per epoch."""
+        if self._planned is None or self._planned[0] != self.epoch:
+            self._planned = (self.epoch, self._make_plan())
+        return self._planned[1]
+
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch (every rank the same value); another epoch drops a pending resume."""
+        """Choose the epoch (every rank the same value); another epoch drops a pending resume and starts its count at 0."""
         epoch = as_int("epoch", epoch, minimum=0)
         if epoch != self.epoch:
-            self._resume_at = 0
+            self._resume_at = self._yielded = 0
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[Any]:
@@ -76,21 +88,30 @@ class _Resumable:
         return len(self._epoch_plan())
 
     def state_dict(self) -> dict[str, Any]:
-        """The epoch and how many of its items were handed out (a StatefulDataLoader snapshots it per batch)."""
+        """The epoch, how many of its items were handed out (a StatefulDataLoader snapshots it per batch), the plan."""
         return {"epoch": self.epoch, "yielded": self._yielded, **self._state_fields()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume: the next iteration starts at item state['yielded'] of state['epoch']."""
+        """Resume: the next iteration starts at item state['yielded'] of state['epoch'] (a state of the same plan only);
+        a state of an epoch before the current one, read to its end, leaves the sampler as it is."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         for name, value in self._state_fields().items():
-            if state.get(name) != value:
-                raise ValueError(f"state has {name}={short(state.get(name))}, but this sampler has {name}={value!r}: "
+            if name not in state:
+                raise ValueError(f"state lacks {name!r}: pass a dict from {type(self).__name__}.state_dict()")
+            if state[name] != value:
+                raise ValueError(f"state has {name}={short(state[name])}, but this sampler has {name}={value!r}: "
                                  f"a state resumes only the same plan")
-        self.set_epoch(state.get("epoch"))
+        epoch = as_int("state['epoch']", state.get("epoch"), minimum=0)
         yielded = as_int("state['yielded']", state.get("yielded"), minimum=0)
-        if yielded > len(self):
-            raise ValueError(f"state['yielded'] must be at most len(self)={len(self)}, got {yielded}")
+        current, self.epoch = self.epoch, epoch
+        size = len(self)
+        self.epoch = current
+        if yielded > size:
+            raise ValueError(f"state['yielded'] must be at most len(self)={size}, got {yielded}")
+        if yielded == size and epoch < current:
+            return  # an earlier epoch read to its end (StatefulDataLoader loads it after the loop's set_epoch)
+        self.set_epoch(epoch)
         self._resume_at = self._yielded = yielded
 
 
@@ -108,12 +129,14 @@ class BucketBatchSampler(_Resumable, Sampler[list[int]]):
             raise ValueError(f"indices must be in [0, {len(self.lengths)}), got {short(indices)}")
         self.pool_size = len(self.indices) if pool_size is None else as_int("pool_size", pool_size, minimum=1)
         self.seed = as_int("seed", seed, minimum=0)
+        self._lengths_id, self._indices_id = fingerprint(self.lengths), fingerprint(self.indices)
         self.epoch, self._resume_at, self._yielded = 0, 0, 0
 
     def _state_fields(self) -> dict[str, Any]:
-        return {"seed": self.seed}
+        return {"seed": self.seed, "batch_size": self.batch_size, "max_tokens": self.max_tokens,
+                "pool_size": self.pool_size, "lengths": self._lengths_id, "indices": self._indices_id}
 
-    def _epoch_plan(self) -> list[list[int]]:
+    def _make_plan(self) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, self.epoch])
         order = rng.permutation(self.indices)
         batches = sorted_batches(self.lengths, order, self.batch_size, self.max_tokens, self.pool_size)
@@ -124,8 +147,10 @@ class DistributedBucketSampler(_Resumable, Sampler[list[int]]):
     """Bucketed batches for one rank of num_replicas: every rank the same number of batches, of similar lengths.
 
     All ranks plan the whole epoch from (seed, epoch): sorted batches are grouped num_replicas at a time (neighbours
-    in length), a last short group is completed with its own batches again, the groups are shuffled, and rank r
-    takes batch r of each group (lesson 08).
+    in length), the groups are shuffled, and rank r takes batch r of each group (lesson 08). A last group short of
+    num_replicas batches is completed with its own batches again: up to num_replicas - 1 batches (with one pool, the
+    longest documents) are delivered twice an epoch (`repeated_batches()`). To deliver each document once instead,
+    let ranks run out unevenly under DDP's join() (lesson 05).
     """
 
     def __init__(self, lengths: Sequence[int] | np.ndarray, num_replicas: int, rank: int,
@@ -139,42 +164,64 @@ class DistributedBucketSampler(_Resumable, Sampler[list[int]]):
             raise ValueError(f"rank must be in [0, num_replicas={self.num_replicas}), got {self.rank}")
         self.pool_size = len(self.lengths) if pool_size is None else as_int("pool_size", pool_size, minimum=1)
         self.seed = as_int("seed", seed, minimum=0)
+        self._lengths_id = fingerprint(self.lengths)
+        self._steps: tuple[int, list[list[list[int]]], int] | None = None
         self.epoch, self._resume_at, self._yielded = 0, 0, 0
 
     def _state_fields(self) -> dict[str, Any]:
-        return {"seed": self.seed, "num_replicas": self.num_replicas}
+        return {"seed": self.seed, "num_replicas": self.num_replicas, "batch_size": self.batch_size,
+                "max_tokens": self.max_tokens, "pool_size": self.pool_size, "lengths": self._lengths_id}
+
+    def _plan_steps(self) -> tuple[list[list[list[int]]], int]:
+        """This epoch's steps and how many batches complete the last group, planned once per epoch."""
+        if self._steps is None or self._steps[0] != self.epoch:
+            rng = np.random.default_rng([self.seed, self.epoch])
+            order = rng.permutation(len(self.lengths))
+            batches = sorted_batches(self.lengths, order, self.batch_size, self.max_tokens, self.pool_size)
+            groups = [batches[i : i + self.num_replicas] for i in range(0, len(batches), self.num_replicas)]
+            last = groups[-1]  # may be short: completed with its own batches again
+            groups[-1] = [last[i % len(last)] for i in range(self.num_replicas)]
+            self._steps = (self.epoch, [groups[i] for i in rng.permutation(len(groups))],
+                           self.num_replicas - len(last))
+        return self._steps[1], self._steps[2]
 
     def steps(self) -> list[list[list[int]]]:
         """The epoch's steps, shared by every rank: step k holds one batch per rank."""
-        rng = np.random.default_rng([self.seed, self.epoch])
-        order = rng.permutation(len(self.lengths))
-        batches = sorted_batches(self.lengths, order, self.batch_size, self.max_tokens, self.pool_size)
-        groups = [batches[i : i + self.num_replicas] for i in range(0, len(batches), self.num_replicas)]
-        last = groups[-1]  # may be short: completed with its own batches again
-        groups[-1] = [last[i % len(last)] for i in range(self.num_replicas)]
-        return [groups[i] for i in rng.permutation(len(groups))]
+        return self._plan_steps()[0]
 
-    def _epoch_plan(self) -> list[list[int]]:
+    def repeated_batches(self) -> int:
+        """Batches delivered a second time this epoch, across all ranks, to complete the last group."""
+        return self._plan_steps()[1]
+
+    def _make_plan(self) -> list[list[int]]:
         return [step[self.rank] for step in self.steps()]
 
 
-def interleaved_sources(weights: Sequence[float], count: int) -> np.ndarray:
-    """Source ids for `count` positions, each prefix as close to the weights as whole numbers allow (smooth round robin)."""
+def window_counts(weights: Sequence[float], count: int, window: int) -> np.ndarray:
+    """Each source's count in each window of `window` positions (the last may be shorter): its share of the window
+    rounded down or up, the rounding carried over to the next window (lesson 08)."""
     share = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
-    taken = np.zeros(len(share))
-    out = np.empty(count, dtype=np.int64)
-    for position in range(count):
-        source = int(np.argmax(share * (position + 1) - taken))  # the source furthest behind its share
-        out[position] = source
-        taken[source] += 1
-    return out
+    carry, rows = np.zeros(len(share)), []
+    for start in range(0, count, window):
+        size = min(window, count - start)
+        wanted = share * size + carry
+        counts = np.floor(share * size)
+        behind = np.argsort(counts - wanted, kind="stable")  # furthest below what it is owed first
+        counts[behind[: size - int(counts.sum())]] += 1
+        carry = wanted - counts
+        rows.append(counts)
+    return np.array(rows, dtype=np.int64)
 
 
 class MixtureSampler(_Resumable, Sampler[int]):
     """Indices into a ConcatDataset of sources, drawn in proportion to weights, per rank (lesson 08).
 
-    strategy "random" picks each position's source at random; "windowed" gives every window of `window` positions
-    its share up to rounding, in a shuffled order. A source's items are shared out among ranks and cycle when used up.
+    strategy "windowed": every window of `window` positions (the last may be shorter) holds each source's share of it
+    rounded down or up, in a shuffled order; the rounding is carried from window to window, so over the epoch a
+    source's count stays within about one of its share (`window_counts`). strategy "random": each position's source is
+    drawn at random, so a source's count varies by chance. Ranks take turns through each source's items; a rank that
+    draws more than its turns of a source's items reads items again (another rank's among them) while some are unread:
+    under "windowed" only when the source's share asks for about as many draws as it has items, under "random" by chance.
     """
 
     STRATEGIES = ("random", "windowed")
@@ -201,19 +248,25 @@ class MixtureSampler(_Resumable, Sampler[int]):
         self.epoch, self._resume_at, self._yielded = 0, 0, 0
 
     def _state_fields(self) -> dict[str, Any]:
-        return {"seed": self.seed, "num_replicas": self.num_replicas, "rank": self.rank, "strategy": self.strategy}
+        return {"seed": self.seed, "num_replicas": self.num_replicas, "rank": self.rank, "strategy": self.strategy,
+                "window": self.window, "num_samples": self.num_samples, "sizes": self.sizes.tolist(),
+                "weights": fingerprint(self.weights)}
+
+    def __len__(self) -> int:
+        return self.num_samples
 
     def sources(self) -> np.ndarray:
         """The source of each of this rank's positions this epoch."""
         rng = np.random.default_rng([self.seed, self.epoch, self.rank])
         if self.strategy == "random":
             return rng.choice(len(self.weights), size=self.num_samples, p=self.weights)
-        plan = interleaved_sources(self.weights, self.num_samples)
+        counts = window_counts(self.weights, self.num_samples, self.window)
+        plan = np.repeat(np.tile(np.arange(len(self.weights)), len(counts)), counts.reshape(-1))
         for start in range(0, self.num_samples, self.window):
             rng.shuffle(plan[start : start + self.window])  # counts per window kept, order random
         return plan
 
-    def _epoch_plan(self) -> list[int]:
+    def _make_plan(self) -> list[int]:
         plan = self.sources()
         out = np.empty(self.num_samples, dtype=np.int64)
         for source in range(len(self.sizes)):

@@ -294,7 +294,8 @@ class CountedStream(IterableDataset):
 class SeekableCountedStream(CountedStream):
     """CountedStream with state_dict / load_state_dict, so a resume reads nothing twice (lesson 06).
 
-    A resumed iteration starts at the saved position.
+    A resumed iteration starts at the saved position; a position at the end (a pass read to its last item, or a state
+    taken before the next pass's first item) starts the next pass from item 0, as StatefulDataLoader does.
     """
 
     def __init__(self, num_items: int, ms_per_item: float = 0.0) -> None:
@@ -303,12 +304,17 @@ class SeekableCountedStream(CountedStream):
 
     def _start(self) -> int:
         start, self._resume_at = self._resume_at, 0
-        return start
+        return 0 if start >= self.num_items else start
 
     def state_dict(self) -> dict[str, int]:
-        """The position: items read so far in this iteration."""
-        return {"position": self.position}
+        """The position (items read so far in this iteration) and num_items."""
+        return {"position": self.position, "num_items": self.num_items}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        """Start the next iteration at state['position']."""
-        self._resume_at = as_int("state['position']", state["position"], minimum=0)
+        """Start the next iteration at state['position'] (a state of a stream of the same num_items only)."""
+        if not isinstance(state, dict) or "position" not in state:
+            raise TypeError(f"state must be a dict from state_dict(), got {short(state)}")
+        if state.get("num_items", self.num_items) != self.num_items:
+            raise ValueError(f"state has num_items={short(state['num_items'])}, but this stream has "
+                             f"num_items={self.num_items}: a state resumes only the same stream")
+        self._resume_at = self.position = as_int("state['position']", state["position"], minimum=0)

@@ -226,7 +226,8 @@ def test_one_state_resumes_every_rank_and_another_epoch_drops_it():
         ({"replacement": False}, "state replacement is False, but this sampler has replacement=True"),
         ({"yielded": 126}, r"state\['yielded'\] must be at most len\(self\)=125, got 126"),
         ({"yielded": -1}, r"state\['yielded'\] must be at least 0, got -1"),
-        ({"epoch": 1.5}, "epoch must be an int"),
+        ({"epoch": 1.5}, r"state\['epoch'\] must be an int, got 1.5"),
+        ({"weights": "500 values, blake2b 0"}, "state weights are '500 values, blake2b 0', but this sampler's are '500 values"),
     ],
 )
 def test_load_state_dict_rejects_a_foreign_state(change, says):

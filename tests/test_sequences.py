@@ -233,15 +233,24 @@ def test_distributed_bucket_sampler_resume_and_world_size_check():
         ss.DistributedBucketSampler(lengths, 2, 2, batch_size=4)
 
 
-@settings(max_examples=30, derandomize=True, deadline=None)
-@given(st.lists(st.integers(0, 9), min_size=2, max_size=4).filter(lambda w: sum(w) > 0), st.integers(1, 200))
-def test_interleaved_sources_keep_every_prefix_within_one(weights, count):
-    plan = ss.interleaved_sources(weights, count)
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(st.lists(st.floats(0.0, 1000.0), min_size=1, max_size=8).filter(lambda w: sum(w) > 0),
+       st.integers(1, 300), st.integers(1, 40))
+def test_window_counts_round_each_window_and_carry_the_rest(weights, count, window):
+    counts = ss.window_counts(weights, count, window)
     share = np.array(weights) / sum(weights)
-    counts = np.zeros(len(weights))
-    for n, source in enumerate(plan, start=1):
-        counts[source] += 1
-        assert np.all(np.abs(counts - share * n) < 1 + 1e-9)
+    sizes = [min(window, count - start) for start in range(0, count, window)]
+    assert counts.shape == (len(sizes), len(weights)) and counts.sum(axis=1).tolist() == sizes
+    wanted = share * np.array(sizes)[:, None]
+    assert np.all((counts >= np.floor(wanted - 1e-9)) & (counts <= np.ceil(wanted + 1e-9)))  # each window rounded
+    assert np.all(np.abs(counts.sum(axis=0) - share * count) < 1.5)  # the carry keeps the epoch near its share
+
+
+def test_window_counts_by_hand():
+    # shares 0.5 / 0.3 / 0.2 of a window of 3: 1.5 / 0.9 / 0.6 owed; floors 1 / 0 / 0, one more each to the two
+    # furthest behind (0.9, 0.6): [1, 1, 1], carry 0.5 / -0.1 / -0.4. Second window: 2.0 / 0.8 / 0.2 owed; floors
+    # 1 / 0 / 0, one more each to the first two (1.0, 0.8): [2, 1, 0]
+    assert ss.window_counts([5, 3, 2], 6, 3).tolist() == [[1, 1, 1], [2, 1, 0]]
 
 
 def test_mixture_windows_exact_random_not_and_ranks_disjoint():

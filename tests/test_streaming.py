@@ -204,11 +204,14 @@ def test_small_files_and_the_demo_datasets_by_hand(tmp_path, shards):
     start = time.perf_counter()
     assert streaming.LabelCostDataset([0], [30.0])[0] == 0 and 0.03 <= time.perf_counter() - start < 1.0  # 30 ms, not 30 s
     seekable = streaming.SeekableCountedStream(5)
-    assert next(iter(seekable)) == 0 and seekable.state_dict() == {"position": 1}
+    assert next(iter(seekable)) == 0 and seekable.state_dict() == {"position": 1, "num_items": 5}
     seekable.load_state_dict({"position": 3})
+    assert seekable.state_dict()["position"] == 3  # a state taken again before the first item keeps the resume
     assert list(seekable) == [3, 4] and list(seekable) == [0, 1, 2, 3, 4]  # the resume applies to one iteration
-    seekable.load_state_dict({"position": 5})  # resumed at the end: nothing left, and the state says so
-    assert list(seekable) == [] and seekable.state_dict() == {"position": 5}
+    seekable.load_state_dict({"position": 5})  # a pass read to its end (or the next one not yet started)
+    assert list(seekable) == [0, 1, 2, 3, 4]  # is the next pass from its first item, not an empty epoch
+    with pytest.raises(ValueError, match="state has num_items=6, but this stream has num_items=5"):
+        seekable.load_state_dict({"position": 2, "num_items": 6})
     plain = streaming.CountedStream(3)
     assert (plain.position, plain.ms_per_item, streaming.SeekableCountedStream(3).ms_per_item) == (0, 0.0, 0.0)
     assert list(plain) == [0, 1, 2] == list(plain) and plain.reads == 6
