@@ -159,3 +159,21 @@ def test_long_code_lines_are_named_by_file_cell_and_line(tmp_path, monkeypatch):
     folder = _lesson_tree(tmp_path, monkeypatch, {"08_a.ipynb": code})
     assert check_notebooks.long_line_problems(folder / "08_a.ipynb") == [
         "notebooks/08_a.ipynb cell 0 line 3: 111 characters, over 110 (cut off in JupyterLab): wrap it"]
+
+
+def test_the_readme_example_verdict_is_what_check_00_1_says(monkeypatch):
+    """The README quotes a self-check's failure: it must be the verdict the check gives, by the course's one rule."""
+    import re
+
+    from helpers import checks
+    from helpers.course import CHECKS_MUST_PASS_VAR
+    from helpers.env import workers_per_rank
+
+    monkeypatch.delenv(CHECKS_MUST_PASS_VAR, raising=False)  # a failed verdict is what this test reads
+    example = re.search(r"`(workers_per_rank\((\d+), (\d+)\) returned (\d+), expected (\d+)): \.\.\.`",
+                        (ROOT / "README.md").read_text())
+    assert example, "the README's example verdict of exercise 00.1 is gone or reworded"
+    quoted, cores, ranks, returned, expected = example.group(1), *map(int, example.groups()[1:])
+    assert expected == workers_per_rank(ranks=ranks, cores=cores)  # the exercise takes (usable_cores, ranks_per_node)
+    no_process_over = checks.REGISTRY["00.1"].check(lambda c, r: max(0, c // r - 1))  # returns cores // ranks - 1
+    assert returned == cores // ranks - 1 and no_process_over.detail.startswith(quoted), no_process_over.detail
