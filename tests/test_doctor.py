@@ -91,6 +91,18 @@ def test_one_process_over_the_cores_is_at_most_info():
     assert only(diagnosis, "workers-oversubscribed").severity == "info"
 
 
+def test_oversubscription_says_it_counted_and_what_it_can_cost_not_a_measured_effect():
+    """Issue 39: processes over the cores is a count; I/O-bound workers hold no core, so no 'they take turns' claim."""
+    found = lesson00.workers_oversubscribed(doctor.Observation(DataLoader(tensors(64), batch_size=8, num_workers=CORES + 2)))
+    assert found is not None and found.severity == "warning"
+    assert f"= {CORES + 3} processes, counted against {CORES} usable cores: 3 more (a count, not a measurement)" \
+        in found.message, found.message
+    assert "take turns" not in found.message and "hold no core" in found.message
+    assert f"up to {(CORES + 2) * 2} batches per rank wait in memory" in found.message
+    info = lesson00.workers_oversubscribed(doctor.Observation(DataLoader(tensors(64), batch_size=8, num_workers=CORES)))
+    assert info is not None and info.severity == "info" and "counted against" in info.message and "on the premise" in info.message
+
+
 def test_the_sweep_times_each_setting_in_turns_sized_to_the_batch_time(monkeypatch):
     """Batches of 0.6 s (measured by the first pass): every setting still gets whole batches to time (at least 2, and one
     per worker), so a loader whose batches take seconds is swept instead of abandoned after 0 rounds (the old slot of

@@ -30,18 +30,22 @@ def workers_oversubscribed(obs: Observation) -> Finding | None:
     advice = workers_per_rank(ranks, cores)
     obs.measured.update(usable_cores=cores, ranks_on_node=ranks, processes=processes, workers_per_rank_rule=advice)
     if processes > cores + 1:
+        queued = workers * (obs.loader.prefetch_factor or 2)
+        memory = f", and up to {queued} batches per rank wait in memory (prefetch_factor x workers)" if workers else ""
         return finding(
             "workers-oversubscribed", "warning",
-            f"{ranks} rank(s) x (1 + {workers} workers) = {processes} processes on {cores} usable cores: the workers take "
-            "turns on the cores, and each holds its batches in memory",
+            f"{ranks} rank(s) x (1 main process + {workers} workers) = {processes} processes, counted against {cores} usable "
+            f"cores: {processes - cores} more (a count, not a measurement). What it can cost: workers whose items need CPU "
+            f"share the cores, so the extra ones add no speed{memory}; workers that mostly wait on I/O hold no core while "
+            "they wait",
             f"use at most {advice} worker(s) per rank here (all processes at most one more than the cores), or measure "
             "more with a sweep (lesson 03)",
             processes=processes, usable_cores=cores, num_workers=workers, ranks=ranks, advised=advice)
     if processes > cores:
         return finding(
             "workers-oversubscribed", "info",
-            f"{processes} processes on {cores} usable cores: {processes - cores} over, within the course's rule of thumb (at "
-            "most one over: a rank's main process spends part of each step waiting for batches)",
+            f"{processes} processes counted against {cores} usable cores: {processes - cores} over, within the course's rule "
+            "of thumb (at most one over, on the premise that a rank's main process spends part of each step waiting for batches)",
             "no change needed unless the sweep or the data-wait share says otherwise (when your step keeps the CPU busy the "
             "whole time, as CPU training does, measure one worker fewer)",
             processes=processes, usable_cores=cores, num_workers=workers, ranks=ranks, advised=advice)
