@@ -317,6 +317,26 @@ def test_packed_or_bucketed_sequences_are_no_padding_waste():
         assert "padding-waste" not in diagnosis.codes and diagnosis.measurements["padding_share"] < 0.1, str(diagnosis)
 
 
+def masked(first: float, rest: float, batches: int = 12) -> list[dict[str, torch.Tensor]]:
+    """Dict batches of 4 x 20 positions: the first with `first` of them padding, the others with `rest`."""
+    def batch(share: float) -> dict[str, torch.Tensor]:
+        mask = torch.ones(4, 20, dtype=torch.long)
+        mask[:, 20 - round(20 * share):] = 0
+        return {"input_ids": mask * 7, "attention_mask": mask}
+    return [batch(first)] + [batch(rest) for _ in range(batches - 1)]
+
+
+def test_padding_waste_judges_every_batch_read_without_a_step():
+    """Issue 39: without a step it judged the first batch only (1 of 38); the share is over all batches read."""
+    later = run(DataLoader(masked(0.0, 0.5), batch_size=None), budget_s=3.0)
+    found = only(later, "padding-waste")
+    assert found.evidence["batches"] == found.evidence["batches_read"] == 12 and found.evidence["positions"] == 12 * 80
+    assert found.evidence["padding_share"] == pytest.approx(11 * 40 / (12 * 80)) and "in all 12 batches read" in found.message
+    assert "learns nothing" not in found.message and "dense model" in found.message and "masks it" in found.message
+    first_only = run(DataLoader(masked(0.9, 0.0), batch_size=None), budget_s=3.0)
+    assert "padding-waste" not in first_only.codes and first_only.measurements["padding_batches"] == 12, str(first_only)
+
+
 def test_batches_without_an_attention_mask_say_why_padding_was_not_measured():
     diagnosis = run(DataLoader(tensors(256), batch_size=64), budget_s=2.0)
     assert "padding-waste" not in diagnosis.codes and "attention_mask" in diagnosis.not_measured["padding-waste"]

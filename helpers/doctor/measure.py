@@ -1,4 +1,4 @@
-"""Small measurements the doctor's rules share: ranks, memory pages, CPU time, labels and identities in a batch (lesson 07)."""
+"""Small measurements the doctor's rules share: ranks, memory pages, CPU time, labels, identities and padding in a batch (lesson 07)."""
 from __future__ import annotations
 
 import hashlib
@@ -17,6 +17,7 @@ from helpers.batches import leaves
 
 LABEL_KEYS = ("label", "labels", "target", "targets", "y")
 KEY_KEYS = ("__key__", "key", "keys", "id", "ids")
+MASK_KEYS = ("attention_mask",)  # a dict batch's 0/1 mask of real tokens (Hugging Face's name; lesson 08's collate)
 MIB = 1024 * 1024
 
 
@@ -133,6 +134,17 @@ def labels(batch: Any) -> np.ndarray | None:
     if isinstance(candidate, torch.Tensor) and candidate.ndim == 1 and not candidate.is_floating_point() and candidate.dtype != torch.bool:
         values = candidate.cpu().numpy().astype(np.int64)
         return values if len(values) and values.min() >= 0 else None
+    return None
+
+
+def real_tokens(batch: Any) -> tuple[int, int] | None:
+    """A dict batch's positions and real tokens, from its (batch, length) 0/1 attention_mask; None without one (lesson 08)."""
+    if not isinstance(batch, dict):
+        return None
+    for key in MASK_KEYS:
+        mask = batch.get(key)
+        if isinstance(mask, torch.Tensor) and mask.ndim == 2 and mask.numel() and bool(((mask == 0) | (mask == 1)).all()):
+            return mask.numel(), int(mask.sum())
     return None
 
 

@@ -40,6 +40,7 @@ class Observation:
     step_s: list[float] = field(default_factory=list)
     labels: np.ndarray | None = None
     identities: list[str] = field(default_factory=list)
+    padding: list[tuple[int, int]] = field(default_factory=list)  # per batch read with an attention_mask: positions, real tokens
     batch_bytes: int = 0
     pinned: bool | None = None
     first_batch: Any = None

@@ -15,7 +15,8 @@ from torch.utils.data import DataLoader
 from helpers._validate import as_device, short
 from helpers.batches import tensors
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
-from helpers.doctor.measure import count, cpu_seconds, identities, is_pinned, labels, length, pages, summary, working_threads
+from helpers.doctor.measure import (count, cpu_seconds, identities, is_pinned, labels, length, pages, real_tokens, summary,
+                                    working_threads)
 from helpers.doctor.reading import Arrival, LoaderFailed, batches, threads_left
 from helpers.doctor.registry import Check, Observation, Rule, in_order
 
@@ -162,3 +163,6 @@ def _observe(obs: Observation, arrival: Arrival, batch: Any) -> None:
         obs.labels = found if obs.labels is None else np.concatenate([obs.labels, found])
     if obs.iterable:
         obs.identities.extend(identities(batch))
+    counted = real_tokens(batch)
+    if counted is not None:
+        obs.padding.append(counted)
