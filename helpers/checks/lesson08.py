@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from helpers.checks.core import Answer, Case, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, Wrong, consistent_hints, exercise
 from helpers.sequence_samplers import DistributedBucketSampler, sorted_batches
 from helpers.sequences import corpus_lengths
 
@@ -25,6 +25,22 @@ PADDING_CASES = (
     Case(([7],), 0.0, "a batch of one document is padded to itself"),
     Case(([2, 8, 5, 1],), 1 - 16 / 32, "padded to 8: 4 x 8 positions, 16 real tokens"),
     Case(([10, 1, 1, 1],), 1 - 13 / 40, "one long document: 27 of 40 positions are padding"),
+)
+
+
+def _close(got: Any, value: Any) -> bool:
+    return isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, value, abs_tol=1e-9)
+
+
+PADDING_MISTAKES: tuple[tuple[str, Callable[[list[int]], float]], ...] = (  # (hint, the typical wrong answer)
+    ("the longest document's own tokens are real, not padding",
+     lambda l: (len(l) * max(l) - sum(l) + max(l)) / (len(l) * max(l))),
+    ("the batch is padded to its own longest document ({}), not to a fixed 256", lambda l: 1 - sum(l) / (len(l) * 256)),
+    ("padding as a share of all positions (len x longest), not of the real tokens",
+     lambda l: (len(l) * max(l) - sum(l)) / sum(l)),
+    ("that is the share of documents that are padded, not of positions: add up each document's padding (longest - "
+     "its length) and divide by all the positions, len(lengths) x max(lengths)",
+     lambda l: sum(1 for n in l if n < max(l)) / len(l)),
 )
 
 
@@ -58,16 +74,10 @@ def check_padding_share(answer: Answer) -> str:
             raise Failed(f"{call} returned {got!r}: a padding share is a share between 0 and 1 (not a percentage)")
         if math.isclose(got, case.expected, abs_tol=1e-6):  # float32 arithmetic is right to about 1e-7
             continue
-        longest_counted = (len(lengths) * max(lengths) - sum(lengths) + max(lengths)) / (len(lengths) * max(lengths))
-        if math.isclose(got, longest_counted, abs_tol=1e-9):
-            raise Failed(f"{call} returned {got:.4f}, expected {case.expected:.4f}: the longest document's own tokens "
-                         f"are real, not padding")
-        if math.isclose(got, 1 - sum(lengths) / (len(lengths) * 256), abs_tol=1e-9):
-            raise Failed(f"{call} returned {got:.4f}, expected {case.expected:.4f}: the batch is padded to its own "
-                         f"longest document ({max(lengths)}), not to a fixed 256")
-        if sum(lengths) and math.isclose(got, (len(lengths) * max(lengths) - sum(lengths)) / sum(lengths), abs_tol=1e-9):
-            raise Failed(f"{call} returned {got:.4f}, expected {case.expected:.4f}: padding as a share of all "
-                         f"positions (len x longest), not of the real tokens")
+        here = [(hint, model) for hint, model in PADDING_MISTAKES if _close(got, model(lengths))]
+        hints = consistent_hints(here, answer.value, [c.args for c in PADDING_CASES], _close) or [h for h, _ in here]
+        if hints:
+            raise Failed(f"{call} returned {got:.4f}, expected {case.expected:.4f}: {hints[0].format(max(lengths))}")
         raise Failed(f"{call} returned {got:.10f}, expected {case.expected:.10f}: {case.why}")
     return f"{answer.name} is right in all {len(PADDING_CASES)} batches"
 
@@ -100,9 +110,11 @@ def _everything_on_every_rank(lengths: list[int], max_tokens: int, rank: int, wo
     return sorted_batches(np.asarray(lengths), np.arange(len(lengths)), None, max_tokens, len(lengths))
 
 
-# (corpus size, seed, max_len, max_tokens, world_size): lesson 08's budget, a tight one, 3 and 4 ranks
-# (document counts that do not divide by the ranks: no document may be left out)
-RANK_SETUPS = ((513, 1, 256, 2048, 2), (301, 7, 128, 512, 3), (402, 3, 64, 256, 4))
+# (corpus size, seed, max_len, max_tokens, world_size): lesson 08's budget, a tight one, 3 and 4 ranks (document counts
+# that do not divide by the ranks: no document may be left out); the last three plan 19, 32 and 27 batches, counts the
+# ranks do not divide: the short last group must be completed, not dropped or filled with empty batches
+RANK_SETUPS = ((513, 1, 256, 2048, 2), (301, 7, 128, 512, 3), (402, 3, 64, 256, 4),
+               (300, 2, 256, 2048, 2), (257, 5, 128, 512, 3), (200, 4, 64, 256, 4))
 
 
 @exercise("08.2", "rank_batches", right=rank_batches_right, wrong=[
@@ -157,7 +169,9 @@ def _check_cover_and_budget(plans: list[list[list[int]]], lengths: list[int], ma
     for rank, plan in enumerate(plans):
         for step, batch in enumerate(plan):
             if not batch:
-                raise Failed(f"with {setup}: rank {rank} has an empty batch")
+                raise Failed(f"with {setup}: rank {rank} has an empty batch at step {step}: {_batch_count(lengths, max_tokens)} "
+                             f"batches do not divide among {len(plans)} ranks. Complete the short last group with batches "
+                             "repeated from it, not with empty batches (an empty batch has no tokens to train on)")
             if len(batch) * max(lengths[i] for i in batch) > max_tokens:
                 raise Failed(f"with {setup}: rank {rank}'s batch of {len(batch)} documents padded to "
                              f"{max(lengths[i] for i in batch)} holds more than max_tokens={max_tokens} positions")
@@ -169,8 +183,18 @@ def _check_cover_and_budget(plans: list[list[list[int]]], lengths: list[int], ma
         raise Failed(f"with {setup}: document {index} is on more than one rank, in {len(repeat_steps)} steps; deal "
                      f"each batch to one rank (repeating batches in one step to even out the last is fine)")
     missing = sorted(set(range(len(lengths))) - set(owner))
+    total = _batch_count(lengths, max_tokens)
+    if missing and total % len(plans) and len(plans[0]) == total // len(plans):
+        raise Failed(f"with {setup}: documents {missing[:5]} are in no rank's batches: {total} batches do not divide among "
+                     f"{len(plans)} ranks, and the short last group was dropped. Complete it with batches repeated from it "
+                     "(every document trained on, each rank one more step)")
     if missing:
         raise Failed(f"with {setup}: documents {missing[:5]} are in no rank's batches")
+
+
+def _batch_count(lengths: list[int], max_tokens: int) -> int:
+    """How many batches the whole corpus makes, sorted by length under the budget (the same for any order)."""
+    return len(sorted_batches(np.asarray(lengths), np.arange(len(lengths)), None, max_tokens, len(lengths)))
 
 
 def _array_hint(exc: Exception) -> str:
@@ -344,7 +368,9 @@ def check_token_budget(answer: Answer) -> str:
                     raise exc
             raise Failed(f"{call} returned {got!r}, fewer tokens than one document of max_len={max_len}: "
                          f"raise ValueError naming limit_bytes")
-        with answer.calling(call):
+        with answer.calling(call, hint=lambda e, want=expected, n=max_len: (
+                f" (the budget here is {want} tokens, {'exactly' if want == n else 'at least'} one document of max_len={n}: "
+                "raise only when it is fewer, budget < max_len)" if isinstance(e, ValueError) else "")):
             got = answer.value(measure, limit, max_len)
         if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
             raise Failed(f"{call} returned {got!r}; expected an int: a whole number of tokens (round down)")
