@@ -734,3 +734,18 @@ def test_unbalanced_batches_at_either_side_of_its_threshold(rare, fires):
     diagnosis = run(loader, budget_s=3.0)
     assert ("unbalanced-batches" in diagnosis.codes) == fires, str(diagnosis)
     assert diagnosis.measurements["rarest_class_share"] == pytest.approx(rare / 4096, abs=0.001)
+
+
+def test_unbalanced_batches_says_its_chance_is_at_half_an_equal_share_bonferroni_corrected():
+    """Issue 39: the chance printed is P(so few | a true share of half an equal share), times the classes (Bonferroni)."""
+    labels = np.zeros(4096, dtype=np.int64)
+    labels[:600] = 1
+    labels[600:1000] = 2
+    loader = DataLoader(tensors(4096, labels=labels), batch_size=256, shuffle=True, generator=torch.Generator().manual_seed(0))
+    found = only(run(loader, budget_s=3.0), "unbalanced-batches")
+    n, classes = found.evidence["samples"], found.evidence["classes"]
+    rare = round(found.evidence["rarest_share"] * n)
+    chance = min(1.0, classes * lesson02.binomial_cdf(rare, n, doctor.RAREST_SHARE / classes))
+    assert found.evidence["noise_chance"] == pytest.approx(chance)
+    assert (f"at half an equal share ({doctor.RAREST_SHARE / classes:.1%}), sampling noise would give {rare} or fewer of {n} "
+            f"with chance {chance:.1e} (binomial, x {classes} classes: Bonferroni)") in found.message, found.message

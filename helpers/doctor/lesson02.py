@@ -107,9 +107,9 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
 @rule("unbalanced-batches", severities=("warning",), phase="pass", planted="unbalanced",
       taught_in=("02_rebalancing", "3. Batch composition, measured"),
       thresholds={"RAREST_SHARE": (RAREST_SHARE, "rarest class's delivered share, as a fraction of an equal share"),
-                  "NOISE_LEVEL": (NOISE_LEVEL, "chance of so few by sampling noise, over all classes (binomial test)")})
+                  "NOISE_LEVEL": (NOISE_LEVEL, "chance of so few at half an equal share by sampling noise (binomial, Bonferroni over the classes)")})
 def unbalanced_batches(obs: Observation) -> Finding | None:
-    """The rarest class well below half an equal share, beyond what sampling noise explains."""
+    """The rarest class below half an equal share, and unlikely (binomial, Bonferroni over the classes) at half an equal share by sampling noise."""
     labels = obs.labels
     if labels is None:
         obs.skipped["unbalanced-batches"] = "no labels found in the batches (a tuple ending in labels, or a dict key 'label'/'target'/'y')"
@@ -126,14 +126,17 @@ def unbalanced_batches(obs: Observation) -> Finding | None:
         return None
     if chance > NOISE_LEVEL:
         obs.skipped["unbalanced-batches"] = (f"class {rarest} is {counts[rarest] / n:.1%} of {n} samples read, under half an equal "
-                                             f"share, but sampling noise gives so few with chance {chance:.2f}: read more to tell")
+                                             f"share ({floor:.1%}), but at that share sampling noise gives {int(counts[rarest])} or fewer "
+                                             f"with chance {chance:.2f} (binomial, x {len(present)} classes: Bonferroni), over "
+                                             f"{NOISE_LEVEL}: read more to tell")
         return None
     dataset_share = float(np.mean(known == rarest)) if known is not None else None
     versus = f" (dataset: {dataset_share:.1%})" if dataset_share is not None else ""
     return finding(
         "unbalanced-batches", "warning",
         f"class {rarest} is {counts[rarest] / n:.1%} of {n} delivered samples{versus}, against an equal share of "
-        f"{1 / len(present):.1%} for {len(present)} classes (chance of so few by sampling noise: {chance:.1e})",
+        f"{1 / len(present):.1%} for {len(present)} classes; at half an equal share ({floor:.1%}), sampling noise would give "
+        f"{int(counts[rarest])} or fewer of {n} with chance {chance:.1e} (binomial, x {len(present)} classes: Bonferroni)",
         "rebalance with a per-sample WeightedRandomSampler or weight the loss by class (lesson 02); if the loss is already weighted, this is expected",
         rarest_class=rarest, rarest_share=float(counts[rarest] / n), dataset_share=dataset_share, classes=len(present),
         samples=n, noise_chance=chance)
