@@ -214,3 +214,11 @@ def test_split_problem_names_the_first_item_read_twice_or_never():
     assert core.split_problem({"a": [(0, 0), (0, 1)]}, ["a"], *args) == (
         "S, a is read by more than one worker of rank 0, by (rank, worker) [(0, 0), (0, 1)]: W")
     assert core.split_problem({"a": [(0, 0)]}, ["a", "b"], *args) == "S, none b"
+
+
+def test_consistent_hints_keeps_the_mistake_the_answer_makes_everywhere():
+    """Two typical mistakes tie at x=2 (both give 4); only one of them gives the answer's value at x=3 too."""
+    models = [("squares", lambda x: x * x), ("doubles", lambda x: 2 * x), ("raises", lambda x: 1 / 0)]
+    assert core.consistent_hints(models, lambda x: 2 * x, [(2,), (3,)]) == ["doubles", "raises"]
+    assert core.consistent_hints(models[:1], lambda x: 2 * x, [(2,), (3,)]) == []
+    assert core.consistent_hints(models[:2], lambda x: x + 2, [(2,)]) == ["squares", "doubles"]
