@@ -27,9 +27,9 @@ $(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_ROOT_FLAG)
 
-## test: set up .venv if needed and run the complete test suite
+## test: set up .venv if needed and run the complete test suite; prints the 25 slowest tests
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 ## site: every lesson, exercise and solution, executed, as a static site in build/site/ that opens offline
 # (It reuses the notebooks a `make test` run executed; executes only those missing or out of date)
