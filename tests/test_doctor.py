@@ -143,6 +143,31 @@ def test_one_thread_limits_blas_and_torchs_openmp_after_the_loaders_own_init():
             torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("rounds_run", [None, 1])
+def test_a_sweep_that_does_not_fit_says_what_it_needs_and_which_budget_would_do(monkeypatch, rounds_run):
+    """Lesson 07's newcomer read 'the budget left 1.1 s ... raise the budget' as a contradiction: the note says the sweep
+    did not run, what it needs, the share it had, and a --budget that would give it that share; when the planned rounds
+    fitted but did not complete, it says they took longer than planned instead of naming a budget."""
+    monkeypatch.setattr(lesson03, "alternating_rates", lambda loaders, deadline, per_turn: [[100.0, 150.0, 190.0]] * (rounds_run or 0))
+    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    slot, budget = (1.1, 4.0) if rounds_run is None else (30.0, 40.0)
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + slot, budget_s=budget)
+    obs.first_batch_s, obs.batch_times_s = 0.6, [0.6, 0.6]
+    assert lesson03.workers_too_few(obs) is None
+    why = obs.skipped["workers-too-few"]
+    assert "raise the budget" not in why and "budget left" not in why, why
+    need = float(re.search(r"it needs about ([0-9.]+) s", why).group(1))
+    had = float(re.search(r"its share of this run's budget was ([0-9.]+) s", why).group(1))
+    if rounds_run is None:
+        assert why.startswith("the num_workers sweep did not run: 2 rounds at the batch time measured do not fit"), why
+        wanted = int(re.search(r"\(of 4 s\): about --budget (\d+) \(budget_s=\1\) would give it that", why).group(1))
+        assert need > had and abs(wanted - 4 * need / had) <= 1.5, why
+    else:
+        assert why.startswith("the num_workers sweep ran 1 round(s) of the 2 it needs"), why
+        assert need <= had and "but the rounds took longer" in why and "--budget" not in why, why
+
+
 @pytest.mark.parametrize("others, says", [(1.0, True), (0.2, False)])
 def test_a_sweep_without_a_gain_on_a_busy_machine_says_why(monkeypatch, others, says):
     """With a busy program on one of 2 cores, 2 workers measured 1.04-1.18x over none on the corpus's JPEG loader: no

@@ -112,8 +112,8 @@ def fix_for(failure: Any, stage: str | None, owner: Any) -> str:
         return ("a corrupt or truncated image: re-encode or remove the file the finding names (a pass over the dataset with "
                 "num_workers=0 lists them all), rather than hiding it with PIL's LOAD_TRUNCATED_IMAGES")
     if failure.timed_out:
-        return ("rerun with num_workers=0 and interrupt it to see where it waits; raise the budget if start-up is just slow "
-                "(persistent_workers=True pays it once)")
+        return ("rerun with num_workers=0 and interrupt it to see where it waits; if start-up is just slow (the doctor waited "
+                f"{failure.after_s:.1f} s for a batch), a larger --budget gives it longer (persistent_workers=True pays it once)")
     where = {"dataset": "the dataset's __getitem__ at the index named", "collate_fn": "the collate_fn"}.get(stage or "")
     if where:
         return f"rerun with num_workers=0 for a plain traceback and fix {where} (lesson 03)"

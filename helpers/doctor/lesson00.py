@@ -110,6 +110,7 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
     if not _oversubscribed(obs):
         return None
     workers, most, cores, ranks = obs.loader.num_workers, max(obs.worker_threads), usable_cpus(), ranks_on_node()
+    had = obs.slot_left()
     timeout = max(1.0, obs.slot_left())
     pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
             rebuild(obs.loader, persistent_workers=True, timeout=timeout, worker_init_fn=OneThread(obs.loader.worker_init_fn))]
@@ -118,8 +119,10 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
     ratios = [limited / given for given, limited in rounds if given > 0]
     obs.measured["worker_threads"] = list(obs.worker_threads)
     if len(ratios) < 2:
-        obs.skipped["threads-oversubscribed"] = (f"{workers} workers ran up to {most} working threads each on {cores} cores, but the budget left "
-                                                 f"time for {len(ratios)} round(s) of the comparison, 2 are needed")
+        round_s = 2 * (per_turn + workers * (obs.loader.prefetch_factor or 2)) * max(obs.steady_batch_s, 1e-4)
+        obs.skipped["threads-oversubscribed"] = (
+            f"{workers} workers ran up to {most} working threads each on {cores} cores, but the comparison with one thread per "
+            f"worker ran {len(ratios)} round(s) of the 2 it needs; " + obs.too_short(2 * round_s + 2 * obs.first_batch_s, had))
         return None
     gain = statistics.median(ratios)
     obs.measured["one_thread_per_worker_gain"] = [round(r, 2) for r in ratios]

@@ -167,7 +167,7 @@ def startup_cost(obs: Observation) -> Finding | None:
     if per_epoch is None or math.isnan(obs.steady_batch_s):
         obs.skipped["startup-cost"] = "the epoch's length is unknown (no len(loader))"
         return None
-    epoch_s = obs.first_batch_s + (per_epoch - 1) * obs.steady_batch_s
+    epoch_s, had = obs.first_batch_s + (per_epoch - 1) * obs.steady_batch_s, obs.slot_left()
     bound = max(0.0, obs.first_batch_s - obs.steady_batch_s)  # start-up can cost at most the first batch's extra wait
     obs.measured.update(epoch_s_estimate=epoch_s, startup_at_most_s=bound)
     if bound < STARTUP_MIN_S or bound < STARTUP_SHARE * epoch_s:
@@ -184,8 +184,8 @@ def startup_cost(obs: Observation) -> Finding | None:
                 persistent._iterator._shutdown_workers()
         savings.append(cold - warm)
     if not savings:
-        obs.skipped["startup-cost"] = (f"no time left to read an epoch ({epoch_s:.1f} s) with persistent workers and start the next; "
-                                       "raise the budget")
+        obs.skipped["startup-cost"] = (f"persistent workers were not compared: reading an epoch ({epoch_s:.1f} s) with them and "
+                                       "starting the next did not fit; " + obs.too_short(1.5 * (epoch_s + obs.first_batch_s), had))
         return None
     saving = statistics.median(savings)
     share = saving / epoch_s if epoch_s > 0 else 0.0
@@ -283,7 +283,7 @@ def _sweep_cap() -> int:
       thresholds={"SWEEP_GAIN": (SWEEP_GAIN, "samples/s with more workers over as given (median of interleaved rounds)")})
 def workers_too_few(obs: Observation) -> Finding | None:
     """A num_workers sweep up to the course's rule: each setting's workers started once, timed in turns (the others paused)."""
-    loader, workers = obs.loader, obs.loader.num_workers
+    loader, workers, had = obs.loader, obs.loader.num_workers, obs.slot_left()
     cap = _sweep_cap()
     candidates = sorted({w for w in (workers + 1, workers + 2, 2 * workers) if workers < w <= cap})[:2]
     if not candidates:
@@ -306,9 +306,8 @@ def workers_too_few(obs: Observation) -> Finding | None:
         values = [workers, candidates[-1]]  # two rounds of every setting would not fit: the most workers the rule allows
         per_turn, per_round = plan(values)
     if 2 * per_round + obs.first_batch_s * len(values) > obs.slot_left():
-        obs.skipped["workers-too-few"] = (f"the budget left {max(0.0, obs.slot_left()):.1f} s for the num_workers sweep; 2 rounds "
-                                          f"take about {2 * per_round + obs.first_batch_s * len(values):.1f} s at the batch time "
-                                          "measured: raise the budget")
+        obs.skipped["workers-too-few"] = ("the num_workers sweep did not run: 2 rounds at the batch time measured do not fit; "
+                                          + obs.too_short(2 * per_round + obs.first_batch_s * len(values), had))
         return None
     timeout = max(1.0, obs.slot_left())
     loaders = [rebuild(loader, num_workers=w, persistent_workers=w > 0, timeout=timeout, prefetch_factor=1 if slow else None)
@@ -317,8 +316,9 @@ def workers_too_few(obs: Observation) -> Finding | None:
     rounds = len(runs)
     candidates = values[1:]
     if rounds < 2:
-        obs.skipped["workers-too-few"] = (f"the budget left time for {rounds} round(s) of the num_workers sweep, 2 are needed "
-                                          f"(a round takes about {per_round:.1f} s at the batch time measured: raise the budget)")
+        obs.skipped["workers-too-few"] = (f"the num_workers sweep ran {rounds} round(s) of the 2 it needs (about {per_round:.1f} s "
+                                          "each at the batch time measured); "
+                                          + obs.too_short(2 * per_round + obs.first_batch_s * len(values), had))
         return None
     by = {w: [runs[r][i] for r in range(rounds)] for i, w in enumerate(values)}
     ratios = {w: paired_median(by[w], by[workers]) for w in candidates}

@@ -32,6 +32,7 @@ class Observation:
     step: Callable[[Any], Any] | None = None
     device: torch.device | None = None
     deadline: float = math.inf  # perf_counter time the doctor's measurements must end by
+    budget_s: float = math.nan  # the budget diagnose() was given
     batches: int = 0
     samples: int = 0
     first_batch_s: float = math.nan
@@ -86,6 +87,18 @@ class Observation:
     def slot_left(self) -> float:
         """Seconds left in this rule's own slot (and the budget)."""
         return min(self.slot_end, self.deadline) - time.perf_counter()
+
+    def too_short(self, need_s: float, had_s: float) -> str:
+        """Why a rule did not measure: the seconds it needs, the share of the budget it had, and the --budget that would do."""
+        had = f"its share of this run's budget was {max(0.0, had_s):.1f} s"
+        if need_s <= had_s:
+            return (f"it needs about {need_s:.1f} s by the first pass's batch times and {had}, but the rounds took longer "
+                    "(slower batches than in the first pass, or other programs on the cores)")
+        if not math.isfinite(self.budget_s):
+            return f"it needs about {need_s:.1f} s and {had}: give diagnose() a larger budget_s"
+        wanted = math.ceil(self.budget_s * need_s / max(had_s, 0.1))  # a rule's share grows in proportion to the budget
+        return (f"it needs about {need_s:.1f} s and {had} (of {self.budget_s:g} s): about --budget {wanted} "
+                f"(budget_s={wanted}) would give it that")
 
 
 Check = Callable[[Observation], "Finding | None"]

@@ -42,7 +42,7 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
     if not isinstance(checks, Sequence) or not all(callable(c) for c in checks):
         raise TypeError(f"checks must be a sequence of callables taking an Observation, got {short(checks)}")
     start = time.perf_counter()
-    obs = Observation(loader, step, device, deadline=start + 0.85 * budget_s)  # the rest covers stopping workers
+    obs = Observation(loader, step, device, deadline=start + 0.85 * budget_s, budget_s=float(budget_s))  # the rest covers stopping workers
     obs.measured.update(num_workers=loader.num_workers, batch_size=loader.batch_size, pin_memory=loader.pin_memory,
                         persistent_workers=loader.persistent_workers)
     findings: list[Finding] = []
