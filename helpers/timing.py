@@ -1,13 +1,14 @@
 """Speed claims that hold on a busy machine: this machine's ceiling right now, and the share of it a change used (lessons 03, 07).
 
 A parallel speed-up can only show where cores are free. `parallel_speedup` measures that ceiling with plain
-processes; `bracketed` measures it just before and just after a measurement and keeps the lower, so load that
-came or went in between lowers it; `Headroom` pairs each round's speed-up with that round's ceiling and asserts
-only on rounds that had room.
+processes; `bracketed` measures it just before and just after a measurement, and counts the cores other programs
+used during it (`others_during`), and keeps the lowest, so load that came or went in between lowers it; `Headroom`
+pairs each round's speed-up with that round's ceiling and asserts only on rounds that had room.
 """
 from __future__ import annotations
 
 import multiprocessing
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -71,11 +72,45 @@ def paired_median(numerators: list[float], denominators: list[float]) -> float:
     return float(statistics.median(n / d for n, d in zip(numerators, denominators)))
 
 
-def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:
-    """measure()'s result and the lower of the ceilings measured just before and just after it (lessons 03, 07)."""
-    before = parallel_speedup(processes)
+def _busy_and_own_s() -> tuple[float, float]:
+    """(busy CPU seconds of the cores this process may use, CPU seconds of this process and all its children)."""
+    import psutil
+
+    cores = sorted(os.sched_getaffinity(0))
+    per_cpu = psutil.cpu_times(percpu=True)
+    busy = sum(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0)
+               for i, t in enumerate(per_cpu) if i in cores)
+    me = psutil.Process()
+    own = sum(me.cpu_times())  # user, system, and the children already reaped
+    for child in me.children(recursive=True):
+        try:
+            times = child.cpu_times()
+            own += times.user + times.system
+        except psutil.Error:  # exited between the listing and the reading
+            pass
+    return busy, own
+
+
+def others_during(measure: Callable[[], T]) -> tuple[T, float]:
+    """measure()'s result and the cores other programs kept busy meanwhile, on this process's cores (lessons 03, 07).
+
+    Their busy CPU seconds (the cores' busy time, less this process's and its children's) over the wall seconds.
+    """
+    busy, own = _busy_and_own_s()
+    start = time.perf_counter()
     result = measure()
-    return result, min(before, parallel_speedup(processes))
+    wall = time.perf_counter() - start
+    busy_after, own_after = _busy_and_own_s()
+    return result, max(0.0, (busy_after - busy) - (own_after - own)) / max(wall, 1e-9)
+
+
+def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:
+    """measure()'s result and its ceiling: the lowest of the ceilings measured just before and just after it and
+    the cores other programs left free during it (lessons 03, 07)."""
+    before = parallel_speedup(processes)
+    result, others = others_during(measure)
+    free = len(os.sched_getaffinity(0)) - others
+    return result, min(before, parallel_speedup(processes), free)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,12 @@
 """helpers.timing: the ceiling bracketing a measurement, and the share of the headroom judged only in rounds with room."""
+import contextlib
 import math
+import multiprocessing
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from helpers import timing
@@ -53,33 +59,58 @@ def test_bracketed_measures_the_ceiling_before_and_after_and_keeps_the_lower(mon
         return next(ceilings)
 
     monkeypatch.setattr(timing, "parallel_speedup", fake_ceiling)
+    monkeypatch.setattr(timing, "others_during", lambda measure: (measure(), 0.0))
     result, ceiling = timing.bracketed(lambda: calls.append("measure") or 42, processes=3)
     assert (result, ceiling) == (42, 1.15)  # load that came mid-way shows in the second measurement
     assert calls == [("ceiling", 3), "measure", ("ceiling", 3)]
 
 
-def test_interleaved_runs_each_measure_once_per_round_alternating_the_order():
-    calls = []
-    results = timing.interleaved({"a": lambda: calls.append("a") or len(calls), "b": lambda: calls.append("b") or len(calls)}, 3)
-    assert calls == ["a", "b", "b", "a", "a", "b"]  # worked out by hand: round 2 reversed
-    assert results == {"a": [1, 4, 5], "b": [2, 3, 6]}
-    calls.clear()
-    timing.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 2, alternate=False)
-    assert calls == ["a", "b", "a", "b"]
+def test_bracketed_keeps_the_cores_other_programs_left_free_during_the_round(monkeypatch):
+    monkeypatch.setattr(timing, "parallel_speedup", lambda processes: 1.9)  # quiet before and after
+    monkeypatch.setattr(timing, "others_during", lambda measure: (measure(), 1.2))  # busy in between
+    monkeypatch.setattr(timing.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert timing.bracketed(lambda: 7) == (7, pytest.approx(0.8))  # 2 cores - 1.2 used by others
 
 
-def test_interleaved_stops_when_asked_before_a_round():
-    results = timing.interleaved({"x": lambda: 1.0}, 5, stop=lambda done: len(done["x"]) >= 2)
-    assert results == {"x": [1.0, 1.0]}
+def test_others_during_is_the_cores_busy_less_this_process_tree(monkeypatch):
+    readings = iter([(10.0, 3.0), (13.0, 4.5)])  # busy s, own s: 3 s busy, 1.5 s of it ours
+    clock = iter([100.0, 102.0])  # over 2 s of wall time
+    monkeypatch.setattr(timing, "_busy_and_own_s", lambda: next(readings))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    assert timing.others_during(lambda: "done") == ("done", pytest.approx(0.75))  # (3 - 1.5) / 2
 
 
-def test_paired_median_pairs_rounds():
-    assert timing.paired_median([2.0, 9.0, 3.0], [1.0, 3.0, 1.0]) == 3.0  # ratios 2, 3, 3
-    with pytest.raises(ValueError, match="numerators and denominators"):
-        timing.paired_median([1.0], [])
+def _spin_and_report(seconds, queue):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    queue.put(time.process_time())
 
 
-@pytest.mark.parametrize("measures", [{}, [lambda: 1], {"a": 5}])
-def test_interleaved_names_bad_measures(measures):
-    with pytest.raises(ValueError, match="measures must map names to callables"):
-        timing.interleaved(measures, 2)
+def test_own_cpu_seconds_count_a_child_that_has_exited():
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    _, own = timing._busy_and_own_s()
+    child = context.Process(target=_spin_and_report, args=(0.3, queue))
+    child.start()
+    child_cpu_s = queue.get(timeout=60)
+    child.join()
+    _, own_after = timing._busy_and_own_s()
+    assert own_after - own >= child_cpu_s - 0.02  # the reaped child's CPU seconds are ours, not another program's
+
+
+BUSY_3_S = "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass\n"
+
+
+def test_a_program_outside_this_process_tree_counts_as_others():
+    # a grandchild whose parent exits at once: reparented, no longer in this process's tree
+    launch = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {BUSY_3_S!r}]).pid)"
+    pid = int(subprocess.run([sys.executable, "-c", launch], capture_output=True, text=True, check=True).stdout)
+    try:
+        time.sleep(0.2)
+        _, others = timing.others_during(lambda: time.sleep(1.0))
+        assert others >= 0.5, others  # the busy program held about a core (more when the machine is busier still)
+    finally:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+            psutil.Process(pid).wait(5)
