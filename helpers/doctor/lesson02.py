@@ -14,7 +14,7 @@ from helpers.doctor.registry import Observation, finding, rule
 from helpers.samplers import DistributedWeightedSampler
 
 RAREST_SHARE = 0.5   # a class delivered at under this fraction of an equal share (1/C) ...
-NOISE_LEVEL = 0.01   # ... with this chance or less of reading so few by sampling noise (binomial, Bonferroni over C classes)
+NOISE_LEVEL = 0.01   # ... with this chance or less of so few at half an equal share by sampling noise (binomial, x C classes: Bonferroni)
 MAX_DRAWS = 100_000
 
 
