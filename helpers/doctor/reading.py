@@ -86,8 +86,7 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
 
 
 def _stop_half_built(error: BaseException) -> None:
-    """Stop the workers of a loader iterator whose construction raised after they started (its first draw from the
-    sampler): the error's frames keep that iterator, and its workers, alive until the garbage collector runs."""
+    """Stop the workers of an iterator whose construction raised after they started (its first draw): its error's frames keep them alive."""
     tb = error.__traceback__
     while tb is not None:
         owner = tb.tb_frame.f_locals.get("self")
