@@ -208,6 +208,7 @@ def test_ladder_rounds_time_the_ends_back_to_back_between_two_ceilings(monkeypat
 
     monkeypatch.setattr(clinic_runs, "measure_speed", fake_speed)  # where ladder_rounds looks it up
     monkeypatch.setattr("helpers.timing.parallel_speedup", fake_ceiling)
+    monkeypatch.setattr("helpers.timing.others_during", lambda measure: (measure(), 0.0))  # no other program: the ceilings decide
     speeds, headroom = clinic.ladder_rounds(ladder, rounds=3, steps=4)
     assert calls == ["ceiling", 0, 2, "ceiling", 1, "ceiling", 2, 0, "ceiling", 1, "ceiling", 0, 2, "ceiling", 1]
     assert [[s.samples_per_s for s in rung] for rung in speeds] == [[100.0] * 3, [200.0] * 3, [300.0] * 3]
