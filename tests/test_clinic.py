@@ -12,7 +12,9 @@ import torch
 from conftest import ROOT
 from torch.utils.data import DataLoader, RandomSampler, WeightedRandomSampler
 
-from helpers import clinic, clinic_runs, ddp, doctor, env
+from helpers import clinic, ddp, doctor, env
+from helpers.clinic import runs as clinic_runs
+from helpers.clinic import views as clinic_views
 from helpers.samplers import DistributedWeightedSampler
 
 matplotlib.use("Agg")  # no window: the plot tests only read the drawn artists
@@ -257,7 +259,7 @@ def test_ladder_table_and_plot():
 
 def test_fault_widget_has_a_slider_per_fault_and_reuses_given_runs(monkeypatch):
     given = rungs()[0].run
-    monkeypatch.setattr(clinic, "train", lambda fixed: pytest.fail(f"train({sorted(fixed)}) should have come from the given runs"))
+    monkeypatch.setattr(clinic_views, "train", lambda fixed: pytest.fail(f"train({sorted(fixed)}) should have come from the given runs"))
     box = clinic.fault_widget(given, given, {"uneven-shards": "a", "no-set-epoch": "b", "none": "c"})
     sliders = box.children[:-1]
     assert [s.description.split(" (")[0] for s in sliders] == list(clinic.FAULTS) and all(s.options == ("planted", "fixed") for s in sliders)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DistributedSampler
 
 from helpers import ddp, ddp_demos, transfer
-from helpers.transfer_bench import BandwidthRow, BandwidthSweep
+from helpers.transfer import BandwidthRow, BandwidthSweep
 
 matplotlib.use("Agg")  # no window: these tests only read the drawn artists
 

@@ -23,11 +23,12 @@ from helpers.loading import (
     count_samples,
     lesson_sweep,
     load_loader_reference,
-    parallel_speedup,
     record_reference,
     sweep_loader,
     warmup_for,
 )
+from helpers.loading import sweeps
+from helpers.timing import parallel_speedup
 from helpers.workloads import InMemoryDataset
 
 
@@ -189,8 +190,8 @@ def test_sweep_progress_warm_up_and_settings_by_hand(monkeypatch, ceiling_proces
         ceilings.append(processes)
         return measure(), 1.5
 
-    monkeypatch.setattr(loading, "benchmark_loader", fake_benchmark)
-    monkeypatch.setattr(loading, "bracketed", fake_bracketed)
+    monkeypatch.setattr(sweeps, "benchmark_loader", fake_benchmark)
+    monkeypatch.setattr(sweeps, "bracketed", fake_bracketed)
     sweep = sweep_loader(InMemoryDataset(64), values=values, repeats=2, num_batches=5, warmup_batches=warmup_batches,
                          progress=progress, ceiling_processes=ceiling_processes, batch_size=4, prefetch_factor=prefetch_factor)
     (bar,) = ProgressBar.made
@@ -212,7 +213,7 @@ def test_sweep_defaults_as_called(monkeypatch):
     runs = []
     monkeypatch.setattr(tqdm.auto, "tqdm", ProgressBar)
     ProgressBar.made.clear()
-    monkeypatch.setattr(loading, "benchmark_loader", lambda loader, num_batches, warmup_batches: runs.append(
+    monkeypatch.setattr(sweeps, "benchmark_loader", lambda loader, num_batches, warmup_batches: runs.append(
         (loader.num_workers, num_batches, warmup_batches)) or loading.LoaderBenchmark(100.0, 0.1, (0.01,), 1, 4))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 4 workers on a machine with fewer cores: DataLoader warns when it is built
@@ -445,7 +446,7 @@ def test_lesson_sweep_passes_its_settings_through(kind, monkeypatch):
         warnings.warn("another warning", UserWarning)
         return loading.LoaderSweep("num_workers", ROWS, kwargs["title"], (1.5,), kwargs["ceiling_processes"])
 
-    monkeypatch.setattr(loading, "sweep_loader", fake_sweep)
+    monkeypatch.setattr(sweeps, "sweep_loader", fake_sweep)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sweep = lesson_sweep(kind, ceiling_processes=2, progress=False)
@@ -578,6 +579,6 @@ def test_loading_bad_input_message_in_full(call, error, message):
 
 
 def test_sweep_checks_its_arguments_before_measuring(monkeypatch):
-    monkeypatch.setattr(loading, "benchmark_loader", lambda *args, **kwargs: pytest.fail("measured before the arguments were checked"))
+    monkeypatch.setattr(sweeps, "benchmark_loader", lambda *args, **kwargs: pytest.fail("measured before the arguments were checked"))
     with pytest.raises(ValueError, match="warmup_batches must be at least 0, got -1"):
         sweep_loader(InMemoryDataset(4), values=[0], warmup_batches=-1, progress=False)

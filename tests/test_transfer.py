@@ -97,7 +97,7 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "stream", fake.stream)
     monkeypatch.setattr(torch.cuda, "current_stream", fake.current_stream)
     monkeypatch.setattr(torch.Tensor, "record_stream", lambda tensor, stream: fake.record_stream(tensor, stream))
-    monkeypatch.setattr(transfer, "move", fake.move)
+    monkeypatch.setattr("helpers.transfer.copies.move", fake.move)  # where CUDAPrefetcher looks it up
     return fake
 
 

@@ -19,7 +19,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers import transfer_bench  # noqa: E402
+from helpers import transfer  # noqa: E402
 from helpers.course import REQUIRE_CUDA_VAR  # noqa: E402
 
 SIZES = [4 * 2**10, 64 * 2**10, 2**20, 16 * 2**20, 64 * 2**20, 256 * 2**20]
@@ -36,37 +36,37 @@ def driver_version() -> str:
 def measure() -> dict[str, Any]:
     """Every lesson 04 measurement on cuda:0, as JSON-ready data."""
     name = torch.cuda.get_device_name(0)
-    sweep = transfer_bench.h2d_bandwidth(SIZES, repeats=20)
+    sweep = transfer.h2d_bandwidth(SIZES, repeats=20)
     timelines = [
-        transfer_bench.copy_compute_timeline(64 * 2**20, pinned=pinned, side_stream=side)
+        transfer.copy_compute_timeline(64 * 2**20, pinned=pinned, side_stream=side)
         for pinned, side in ((False, True), (True, False), (True, True))
     ]
-    before, after = transfer_bench.unsafe_d2h_read()
+    before, after = transfer.unsafe_d2h_read()
     return {
         "hardware": name,
         "date": datetime.date.today().isoformat(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "driver": driver_version(),
-        "link": transfer_bench.gpu_link(),
+        "link": transfer.gpu_link(),
         "gpu_count": torch.cuda.device_count(),
         "host": f"{platform.system()} {platform.machine()}, {platform.processor() or 'cpu'}",
         "python": platform.python_version(),
-        "bandwidth": transfer_bench.sweep_to_dict(sweep),
-        "pinning_costs": [vars(transfer_bench.pinning_costs(size)) for size in (2**20, 64 * 2**20)],
+        "bandwidth": transfer.sweep_to_dict(sweep),
+        "pinning_costs": [vars(transfer.pinning_costs(size)) for size in (2**20, 64 * 2**20)],
         "timelines": [
             {"title": t.title, "overlap_fraction": t.overlap_fraction, "total_ms": t.total_ms, "spans": [vars(s) for s in t.spans]}
             for t in timelines
         ],
         "unsafe_d2h": {"right_before_sync": before, "right_after_sync": after},
-        "prefetch": vars(transfer_bench.prefetch_effect()),
-        "host_copy_gb_per_s": transfer_bench.host_copy_gb_per_s(64 * 2**20),
+        "prefetch": vars(transfer.prefetch_effect()),
+        "host_copy_gb_per_s": transfer.host_copy_gb_per_s(64 * 2**20),
     }
 
 
 def markdown(report: dict[str, Any], tests: dict[str, Any]) -> str:
     """The report for people: what ran where, each measurement, the suite's outcome."""
-    sweep = transfer_bench.sweep_from_report(report)
+    sweep = transfer.sweep_from_report(report)
     lines = [
         f"# GPU check: {report['hardware']}, {report['date']}",
         "",
@@ -81,7 +81,7 @@ def markdown(report: dict[str, Any], tests: dict[str, Any]) -> str:
         "## Getting a batch onto the GPU (wall time, median of 10 interleaved rounds)",
     ]
     for costs in report["pinning_costs"]:
-        lines.append(f"- {transfer_bench.PinningCosts(**costs)}")
+        lines.append(f"- {transfer.PinningCosts(**costs)}")
     lines += ["", "## Copy/compute overlap (64 MiB copy, compute sized to a pinned copy)"]
     for t in report["timelines"]:
         lines.append(f"- {t['title']}: overlap {t['overlap_fraction']:.0%} of the shorter span, {t['total_ms']:.2f} ms in all")
@@ -93,7 +93,7 @@ def markdown(report: dict[str, Any], tests: dict[str, Any]) -> str:
         f"after: {'right' if d2h['right_after_sync'] else 'wrong'}",
         "",
         "## Stream prefetcher",
-        f"- {transfer_bench.PrefetchEffect(**report['prefetch'])}",
+        f"- {transfer.PrefetchEffect(**report['prefetch'])}",
         "",
         f"Host memory copy (64 MiB, one thread): {report['host_copy_gb_per_s']:.1f} GB/s.",
         "",

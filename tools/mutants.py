@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 # mutmut forks each mutant's test run from a process where torch has started its OpenMP threads; a forked child
@@ -28,21 +29,32 @@ ROOT = Path(__file__).resolve().parent.parent
 # (72 of focal_loss's 102 did). One thread per process avoids it.
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 THRESHOLD = 0.90  # issue 28: at least 90 % of each module's mutants caught
-# Each module and the test files that cover it (fast ones: mutmut runs them once per mutant that they reach).
-MODULES: dict[str, tuple[str, ...]] = {
-    "imbalance": ("tests/test_imbalance.py",),
-    "losses": ("tests/test_imbalance.py",),
-    "metrics": ("tests/test_imbalance.py",),
-    "samplers": ("tests/test_samplers.py",),
-    "streaming": ("tests/test_streaming.py", "tests/test_streaming_demos.py"),
-    "loading": ("tests/test_loading.py", "tests/test_loading_bench.py"),
+
+
+class Module(NamedTuple):
+    """What `make mutants MODULES=name` mutates: its files under helpers/, and the test files that cover them."""
+
+    sources: tuple[str, ...]
+    tests: tuple[str, ...]  # fast ones: mutmut runs them once per mutant that they reach
+
+
+# Each module by the name CONTRIBUTING.md's list of equivalent mutants uses; a package's module names the parts mutated.
+MODULES: dict[str, Module] = {
+    "imbalance": Module(("helpers/imbalance.py",), ("tests/test_imbalance.py",)),
+    "losses": Module(("helpers/losses.py",), ("tests/test_imbalance.py",)),
+    "metrics": Module(("helpers/metrics.py",), ("tests/test_imbalance.py",)),
+    "samplers": Module(("helpers/samplers.py",), ("tests/test_samplers.py",)),
+    "streaming": Module(("helpers/streaming.py",), ("tests/test_streaming.py", "tests/test_streaming_demos.py")),
+    "loading": Module(("helpers/loading/benchmark.py", "helpers/loading/sweeps.py"),
+                      ("tests/test_loading.py", "tests/test_loading_bench.py")),
 }
 CAUGHT = ("killed", "timeout", "segfault", "caught by type check")  # a test failed, hung or crashed on the mutant
 # In CONTRIBUTING.md: "- `module`: `original` -> `mutated`: why no test can tell them apart" (by the change, not by
 # mutmut's numbering, which shifts whenever the module changes).
 EQUIVALENT = re.compile(r"^- `(\w+)`: `(.+?)` -> `(.+?)`: (.+)$", re.MULTILINE)
-# `mutmut results --all true`: "helpers.samplers.x_name__mutmut_3: killed", a method "helpers.samplers.xǁClassǁname__mutmut_3: ..."
-RESULT = re.compile(r"^\s*(helpers\.(\w+)\.x\S+?__mutmut_\d+): (.+)$", re.MULTILINE)
+# `mutmut results --all true`: "helpers.samplers.x_name__mutmut_3: killed", a method "helpers.samplers.xǁClassǁname__mutmut_3: ...",
+# a package's part "helpers.loading.sweeps.x_name__mutmut_3: ..." (the source file's dotted path, then x_ or xǁ)
+RESULT = re.compile(r"^\s*((helpers(?:\.\w+)+?)\.x[_\u01c1]\S+?__mutmut_\d+): (.+)$", re.MULTILINE)
 
 
 def equivalent_changes(contributing: Path = ROOT / "CONTRIBUTING.md") -> list[tuple[str, str, str]]:
@@ -59,14 +71,20 @@ def is_equivalent(module: str, diff: list[str], equivalent: list[tuple[str, str,
 
 def mutmut_config(modules: list[str]) -> str:
     """The [tool.mutmut] section that mutates `modules` and runs the test files that cover them, without notebooks."""
-    tests = sorted({test for module in modules for test in MODULES[module]})
+    tests = sorted({test for module in modules for test in MODULES[module].tests})
     quoted = lambda items: "[" + ", ".join(f'"{item}"' for item in items) + "]"  # noqa: E731
     return ("\n[tool.mutmut]\n"
             'source_paths = ["helpers"]\n'
             'also_copy = ["tools", "docs"]\n'
-            f"only_mutate = {quoted(f'helpers/{module}.py' for module in modules)}\n"
+            f"only_mutate = {quoted(source for module in modules for source in MODULES[module].sources)}\n"
             f"pytest_add_cli_args_test_selection = {quoted(tests)}\n"
             'pytest_add_cli_args = ["-p", "no:nbval", "-o", "addopts=-p no:cacheprovider", "-x", "-q"]\n')
+
+
+def read_results(listing: str) -> list[tuple[str, str, str]]:
+    """(mutant, module, status) for each line of `mutmut results --all true`, the module by its name in MODULES."""
+    owners = {source.removesuffix(".py").replace("/", "."): module for module, covered in MODULES.items() for source in covered.sources}
+    return [(name, owners[dotted], status.strip()) for name, dotted, status in RESULT.findall(listing)]
 
 
 def table(statuses: dict[str, Counter], equivalent: dict[str, int]) -> tuple[str, bool]:
@@ -122,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                                  check=True).stdout
         statuses: dict[str, Counter] = {module: Counter() for module in modules}
         survivors: dict[str, list[str]] = {module: [] for module in modules}
-        for name, module, status in RESULT.findall(listing):
-            statuses[module][status.strip()] += 1
-            if status.strip() == "survived":
+        for name, module, status in read_results(listing):
+            statuses[module][status] += 1
+            if status == "survived":
                 survivors[module].append(name)
         listed, equivalent = equivalent_changes(), Counter()
         for module in modules:

@@ -1,4 +1,7 @@
-"""Lesson 03's benchmark widget: sliders for a loader's settings and item costs, and a bar chart of the runs (lesson 03)."""
+"""Lesson 03's benchmark widget: sliders for a loader's settings and item costs, and a bar chart of the runs (lesson 03).
+
+helpers.loading re-exports it.
+"""
 from __future__ import annotations
 
 import warnings
@@ -7,7 +10,7 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from helpers._validate import as_int
-from helpers.loading import benchmark_loader, warmup_for
+from helpers.loading.benchmark import benchmark_loader, warmup_for
 from helpers.workloads import SlowDataset
 
 

@@ -1,10 +1,12 @@
-"""Measuring host-to-device copies (lesson 04, `make gpu-check`): bandwidth over sizes, pinning costs, copy/compute timelines, reports.
+"""Measuring host-to-device copies (lesson 04, `make gpu-check`): bandwidth over sizes, pinning costs, prefetching's effect.
 
-The tools to keep in your own training code (`move`, `CUDAPrefetcher`) are in helpers.transfer.
+helpers.transfer re-exports every public name here; the tools to keep in your own training code (`move`,
+`CUDAPrefetcher`) are in helpers/transfer/copies.py.
 """
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,12 +14,10 @@ from typing import Any
 
 import torch
 
-from helpers._moved import forwarder
 from helpers._validate import as_int, short
 from helpers.timing import interleaved
-from helpers.transfer import CUDAPrefetcher, as_device, move
+from helpers.transfer.copies import GB, CUDAPrefetcher, as_device, format_bytes, move
 
-GB = 1e9  # bandwidth is quoted in decimal GB/s, as NVIDIA and PCIe specifications do
 GPU_REPORT_GLOB = "*-gpu-check.json"  # tools/gpu_check.py's names; other references (lesson 03's *-loaders.json) share the folder
 
 
@@ -88,15 +88,6 @@ class BandwidthSweep:
         return ax
 
 
-def format_bytes(num_bytes: float) -> str:
-    """A size for people: 4 KiB, 16 MiB, 1.0 GiB."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if num_bytes >= scale:
-            value = num_bytes / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{int(num_bytes)} B"
-
-
 def median_seconds(run: Callable[[], Any], synchronize: Callable[[], Any], repeats: int = 10, warmup: int = 2) -> float:
     """Median wall time of `run()` with `synchronize()` before each clock read, after `warmup` untimed calls (lesson 04)."""
     repeats = as_int("repeats", repeats, minimum=1)
@@ -133,6 +124,25 @@ def interleaved_medians(runs: Mapping[str, Callable[[], Any]], synchronize: Call
 
     times = interleaved({name: timed(run) for name, run in runs.items()}, rounds)  # no run always goes first
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def in_pin_thread(fn: Callable[[], Any]) -> Any:
+    """Run `fn` in a new thread limited to one torch thread, as the DataLoader's pin thread is; return its result (lesson 04)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        torch.set_num_threads(1)  # thread-local: the pin thread copies on one core
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="course_pin_probe")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _event_ms(run: Callable[[], Any], repeats: int, warmup: int) -> float:
@@ -316,15 +326,3 @@ def prefetch_effect(num_bytes: int = 64 * 2**20, steps: int = 30, device: Any = 
         runs = interleaved({False: lambda: ms_per_step(batches, step, target, prefetch=False),  # a busy host slows both alike
                             True: lambda: ms_per_step(batches, step, target, prefetch=True)}, rounds, alternate=False)
     return PrefetchEffect(num_bytes, copy_ms, compute_ms, statistics.median(runs[False]), statistics.median(runs[True]))
-
-
-# Copy/compute timelines (with the unsafe device-to-host read), the GPU's link and the recorded gpu-check reports live in
-# helpers/transfer_timeline.py, the host-memory copies the pin thread makes in helpers/host_copies.py; both import this
-# module, and transfer_bench.X finds them on first use.
-__getattr__ = forwarder("helpers.transfer_bench", {
-    "helpers.transfer_timeline": ("Span", "Timeline", "plot_timelines", "copy_compute_timeline", "unsafe_d2h_read", "gpu_link",
-                                  "load_reference_results", "sweep_from_report", "sweep_to_dict", "newest_reference",
-                                  "reference_title", "pinning_costs_from_report", "timelines_from_report",
-                                  "prefetch_from_report"),
-    "helpers.host_copies": ("in_pin_thread", "host_copy_gb_per_s", "HostCopySweep", "host_copy_sweep"),
-})

@@ -1,6 +1,6 @@
 """Lesson 03's sweeps recorded on a named quiet machine (`tools/bench.py --record`), and reading them back (lesson 03).
 
-Split from helpers.loading, which still answers loading.load_loader_reference and the other names here.
+helpers.loading re-exports every public name here (`loading.load_loader_reference`, ...).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from helpers._validate import as_int
-from helpers.loading import LoaderSweep
+from helpers.loading.sweeps import LoaderSweep
 
 REFERENCE_GLOB = "*-loaders.json"  # tools/bench.py --record's names; lesson 04's *-gpu-check.json share the folder
 

@@ -1,6 +1,6 @@
 """The debugging clinic's measurements: speed windows, rounds and ladders, and whole training runs (lesson 07).
 
-Split from helpers.clinic, which re-exports every public name here (`clinic.train`, `clinic.Speed`, ...).
+helpers.clinic re-exports every public name here (`clinic.train`, `clinic.Speed`, ...).
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from helpers._validate import as_int
-from helpers.clinic import (BATCH_SIZE, CLASS_COUNTS, EPOCHS, MINORITY, NUM_CLASSES, _device, _one_cpu_thread, as_fixed,
-                            make_eval_loader, make_loader, make_model, make_step, rank_and_world)
+from helpers.clinic.script import (BATCH_SIZE, CLASS_COUNTS, EPOCHS, MINORITY, NUM_CLASSES, _device, _one_cpu_thread, as_fixed,
+                                   make_eval_loader, make_loader, make_model, make_step, rank_and_world)
 from helpers.loading import StepTimer, warmup_for
 from helpers.memory import process_memory
 from helpers.metrics import per_class_recall, scores

@@ -1,106 +1,24 @@
-"""Host-to-device copies (lesson 04), the tools to keep in your own training code: `move` a nested batch, `CUDAPrefetcher`, and sizing a step's copy against its compute (`CopyVsCompute`).
+"""One training step's host-to-device copy against its compute, read off a measured bandwidth (lesson 04's widget).
 
-The measurements lesson 04 makes with them (bandwidth, pinning costs, timelines) are in helpers.transfer_bench.
+helpers.transfer re-exports every public name here.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
-from helpers._validate import as_device as _as_device
 from helpers._validate import as_fraction, as_int, short
-from helpers.batches import map_leaves, tensors
-
-
-def move(batch: Any, device: Any, non_blocking: bool = False) -> Any:
-    """`batch` with every tensor moved to `device`, through tuples, lists and dicts; other values unchanged (lesson 04)."""
-    return map_leaves(batch, lambda leaf: leaf.to(device, non_blocking=non_blocking) if isinstance(leaf, torch.Tensor) else leaf)
-
-
-class CUDAPrefetcher:
-    """`for batch in CUDAPrefetcher(loader, device)`: batch k+1 copied on a side stream."""
-
-    def __init__(self, loader: Iterable[Any], device: Any) -> None:
-        if not isinstance(loader, Iterable):
-            raise TypeError(f"loader must be iterable (a DataLoader or a list of batches), "
-                            f"got {short(loader)}")
-        self.loader = loader
-        self.device = as_device(device)
-
-    def __len__(self) -> int:
-        return len(self.loader)  # type: ignore[arg-type]
-
-    def __iter__(self) -> Iterator[Any]:
-        if self.device.type != "cuda":
-            yield from self.loader  # no streams off CUDA: the batches are where the step runs
-            return
-        side = torch.cuda.Stream(self.device)
-        batches = iter(self.loader)
-
-        def copy_next() -> Any:
-            batch = next(batches, _END)
-            if batch is _END:
-                return _END
-            with torch.cuda.stream(side):  # on the side stream: the compute stream is not held up
-                return move(batch, self.device, non_blocking=True)
-
-        upcoming = copy_next()
-        while upcoming is not _END:
-            compute = torch.cuda.current_stream(self.device)
-            compute.wait_stream(side)  # the step's kernels start only after the copy has landed
-            for tensor in tensors(upcoming):
-                # keep the caching allocator from reusing this memory while the step reads it
-                tensor.record_stream(compute)
-            batch, upcoming = upcoming, copy_next()  # batch k+1's copy queued before step k
-            yield batch
-
-
-_END = object()
-
-
-def batch_bytes(batch: Any) -> int:
-    """Bytes of every tensor in `batch` (through tuples, lists and dicts): what one step copies to the GPU (lesson 04)."""
-    found = tensors(batch)
-    if not found:
-        raise ValueError(f"batch must hold at least one tensor, got {short(batch)}")
-    return sum(t.element_size() * t.numel() for t in found)
-
-
-def as_device(device: Any) -> torch.device:
-    """`device` as a torch.device; a CUDA device on a machine without CUDA raises RuntimeError naming it (lesson 04)."""
-    result = _as_device("device", device)
-    if result.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={str(device)!r} needs a CUDA GPU, and torch.cuda.is_available() is False on this machine")
-    if result.type == "cuda" and result.index is not None and result.index >= torch.cuda.device_count():
-        raise ValueError(f"device={str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return result
-
-
-IMAGE_SHAPE = (3, 224, 224)  # the images lesson 04 sizes its batches with (section 3)
-
-
-def image_batch_bytes(batch_size: int, dtype: torch.dtype, image_shape: tuple[int, ...] = IMAGE_SHAPE) -> int:
-    """Bytes of `batch_size` images of `dtype` and `image_shape` plus one int64 label each, computed without allocating them (lesson 04)."""
-    batch_size = as_int("batch_size", batch_size, minimum=1)
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype such as torch.uint8, got {short(dtype)} of type {type(dtype).__name__}")
-    if not isinstance(image_shape, tuple) or not image_shape:
-        raise TypeError(f"image_shape must be a non-empty tuple of sizes such as (3, 224, 224), got {short(image_shape)}")
-    sides = [as_int("image_shape[...]", side, minimum=1) for side in image_shape]
-    return batch_size * (math.prod(sides) * dtype.itemsize + torch.int64.itemsize)
+from helpers.transfer.bench import BandwidthSweep
+from helpers.transfer.copies import format_bytes
 
 
 def rate_at(sweep: Any, num_bytes: int, pinned: bool) -> float:
     """GB/s of a `num_bytes` copy read off a measured BandwidthSweep: interpolated over log size between sizes, the end value outside them (lesson 04)."""
-    from helpers.transfer_bench import BandwidthSweep  # imports this module: imported here, when both are loaded
-
     if not isinstance(sweep, BandwidthSweep):
-        raise TypeError(f"sweep must be a helpers.transfer_bench.BandwidthSweep, got {short(sweep)} of type {type(sweep).__name__}")
+        raise TypeError(f"sweep must be a helpers.transfer.BandwidthSweep, got {short(sweep)} of type {type(sweep).__name__}")
     num_bytes = as_int("num_bytes", num_bytes, minimum=1)
     if not isinstance(pinned, bool):
         raise TypeError(f"pinned must be True or False, got {short(pinned)}")
@@ -151,8 +69,6 @@ class CopyVsCompute:
     def plot(self, pinned: bool, ax: Any = None) -> Any:
         """Step time against compute time for both sources, `pinned`'s line and the set compute time highlighted, on `ax` (made if None)."""
         import matplotlib.pyplot as plt
-
-        from helpers.transfer_bench import format_bytes
 
         if not isinstance(pinned, bool):
             raise TypeError(f"pinned must be True or False, got {short(pinned)}")

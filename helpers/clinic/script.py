@@ -1,4 +1,4 @@
-"""The debugging clinic's training script, faults planted, as importable functions (lesson 07).
+"""The debugging clinic's training script, faults planted, as importable functions (lesson 07; helpers.clinic re-exports it).
 
 A small classifier learns a 3-class task with 100:10:1 class counts; its inputs are decoded from raw signals at a
 cost in CPU time, and it is evaluated on a balanced held-out stream. Eight data-loading faults from the course are
@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, RandomSampler, Subset, WeightedRandomSampler, get_worker_info
 
-from helpers._moved import forwarder
 from helpers._validate import as_device, as_int, short
 from helpers.data import imbalanced_classification
 from helpers.env import workers_per_rank as env_workers_per_rank
@@ -349,14 +348,3 @@ def _one_cpu_thread(device: torch.device) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
-
-
-
-# Measurements and views live in their own modules (helpers/clinic_runs.py, helpers/clinic_views.py), which import
-# this one; lesson 07 and the doctor's command line keep calling them as clinic.X, resolved on first use (a rank that
-# unpickles clinic_runs.train imports clinic_runs first, so importing them here would be circular).
-__getattr__ = forwarder("helpers.clinic", {
-    "helpers.clinic_runs": ("Run", "Speed", "evaluate", "ladder_rounds", "measure_speed", "median_speed", "speed_rounds", "train",
-                            "train_in_turn"),
-    "helpers.clinic_views": ("Rung", "fault_widget", "ladder_table", "plot_ladder"),
-})

@@ -1,6 +1,6 @@
 """The debugging clinic's before/after views: the ladder table and plot, and the fault widget (lesson 07).
 
-Split from helpers.clinic, which re-exports every public name here.
+helpers.clinic re-exports every public name here.
 """
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from helpers import clinic
 from helpers._validate import short
-from helpers.clinic import FAULTS, ONE_PROCESS
-from helpers.clinic_runs import Run, Speed
+from helpers.clinic.runs import Run, Speed, train
+from helpers.clinic.script import FAULTS, ONE_PROCESS
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
         chosen = frozenset(name for name, slider in sliders.items() if slider.value == "fixed")
         one_process = run_key(chosen)
         if one_process not in live:
-            live[one_process] = clinic.train(one_process)
+            live[one_process] = train(one_process)
         run = live[one_process]
         ranks = ("uneven-shards" if "uneven-shards" not in chosen else "no-set-epoch" if "no-set-epoch" not in chosen else "none")
         with output:

@@ -1,10 +1,9 @@
 """The host-memory copy the DataLoader's pin thread makes per pageable batch, timed on one thread as it runs (lesson 04).
 
-Split from helpers.transfer_bench, which still answers transfer_bench.host_copy_sweep and the other names here.
+helpers.transfer re-exports every public name here (`transfer.host_copy_sweep`, ...).
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,26 +11,8 @@ from typing import Any
 import torch
 
 from helpers._validate import as_int
-from helpers.transfer_bench import GB, format_bytes, interleaved_medians, median_seconds
-
-
-def in_pin_thread(fn: Callable[[], Any]) -> Any:
-    """Run `fn` in a new thread limited to one torch thread, as the DataLoader's pin thread is; return its result (lesson 04)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        torch.set_num_threads(1)  # thread-local: the pin thread copies on one core
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="course_pin_probe")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+from helpers.transfer.bench import in_pin_thread, interleaved_medians, median_seconds
+from helpers.transfer.copies import GB, format_bytes
 
 
 def host_copy_gb_per_s(num_bytes: int, repeats: int = 10, warmup: int = 2) -> float:

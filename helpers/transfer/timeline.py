@@ -1,6 +1,6 @@
 """Copy/compute timelines on CUDA streams, the unsafe device-to-host read, the GPU's link, the recorded gpu-check reports (lesson 04).
 
-Split from helpers.transfer_bench, which still answers transfer_bench.copy_compute_timeline and the other names here.
+helpers.transfer re-exports every public name here (`transfer.copy_compute_timeline`, ...).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from helpers._validate import as_int
-from helpers.transfer_bench import (GPU_REPORT_GLOB, BandwidthRow, BandwidthSweep, PinningCosts, PrefetchEffect, _cuda, _event_ms,
+from helpers.transfer.bench import (GPU_REPORT_GLOB, BandwidthRow, BandwidthSweep, PinningCosts, PrefetchEffect, _cuda, _event_ms,
                                     _matmul_iterations)
 
 
