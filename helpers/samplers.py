@@ -38,6 +38,9 @@ class DistributedWeightedSampler(Sampler[int]):
         if num_replicas is None:
             num_replicas = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         if rank is None:
+            if not (dist.is_available() and dist.is_initialized()) and num_replicas != 1:
+                raise ValueError(f"rank must be given with num_replicas={num_replicas!r} when no process group is "
+                                 f"initialized: every rank would draw rank 0's part")
             rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         self.num_replicas = as_int("num_replicas", num_replicas, minimum=1)
         self.rank = as_int("rank", rank, minimum=0)

@@ -122,7 +122,10 @@ class BucketBatchSampler(_Resumable, Sampler[list[int]]):
                  pool_size: int | None = None, seed: int = 0, indices: Sequence[int] | None = None) -> None:
         self.lengths = as_lengths("lengths", lengths)
         self.batch_size, self.max_tokens = _limits(self.lengths, batch_size, max_tokens)
-        self.indices = np.arange(len(self.lengths)) if indices is None else np.asarray(indices, dtype=np.int64)
+        self.indices = np.arange(len(self.lengths)) if indices is None else np.asarray(indices)
+        if self.indices.dtype == bool or not np.issubdtype(self.indices.dtype, np.integer):
+            raise TypeError(f"indices must hold whole numbers (document indices), got {short(indices)}")
+        self.indices = self.indices.astype(np.int64)
         if self.indices.ndim != 1 or self.indices.size == 0:
             raise ValueError(f"indices must be a non-empty 1-D sequence, got {short(indices)}")
         if self.indices.min() < 0 or self.indices.max() >= len(self.lengths):
@@ -133,8 +136,8 @@ class BucketBatchSampler(_Resumable, Sampler[list[int]]):
         self.epoch, self._resume_at, self._yielded = 0, 0, 0
 
     def _state_fields(self) -> dict[str, Any]:
-        return {"seed": self.seed, "batch_size": self.batch_size, "max_tokens": self.max_tokens,
-                "pool_size": self.pool_size, "lengths": self._lengths_id, "indices": self._indices_id}
+        return {"lengths": self._lengths_id, "indices": self._indices_id, "seed": self.seed,
+                "batch_size": self.batch_size, "max_tokens": self.max_tokens, "pool_size": self.pool_size}
 
     def _make_plan(self) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, self.epoch])
@@ -148,9 +151,9 @@ class DistributedBucketSampler(_Resumable, Sampler[list[int]]):
 
     All ranks plan the whole epoch from (seed, epoch): sorted batches are grouped num_replicas at a time (neighbours
     in length), the groups are shuffled, and rank r takes batch r of each group (lesson 08). A last group short of
-    num_replicas batches is completed with its own batches again: up to num_replicas - 1 batches (with one pool, the
-    longest documents) are delivered twice an epoch (`repeated_batches()`). To deliver each document once instead,
-    let ranks run out unevenly under DDP's join() (lesson 05).
+    num_replicas batches is completed with its own batches again, from its first: `repeated_batches()` extra
+    deliveries an epoch, at most num_replicas - 1 (with one pool the last group holds the longest documents). To
+    deliver each document once instead, let ranks run out unevenly under DDP's join() (lesson 05).
     """
 
     def __init__(self, lengths: Sequence[int] | np.ndarray, num_replicas: int, rank: int,
@@ -200,7 +203,12 @@ class DistributedBucketSampler(_Resumable, Sampler[list[int]]):
 def window_counts(weights: Sequence[float], count: int, window: int) -> np.ndarray:
     """Each source's count in each window of `window` positions (the last may be shorter): its share of the window
     rounded down or up, the rounding carried over to the next window (lesson 08)."""
-    share = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
+    share = np.asarray(weights, dtype=np.float64)
+    if share.ndim != 1 or share.size == 0 or not np.all(np.isfinite(share)) or share.min() < 0 or share.max() <= 0:
+        raise ValueError(f"weights must be finite, non-negative, not all 0, one per source, got {short(weights)}")
+    count, window = as_int("count", count, minimum=0), as_int("window", window, minimum=1)
+    share = share / share.max()  # scaled first: a sum of 1e308s overflows
+    share = share / share.sum()
     carry, rows = np.zeros(len(share)), []
     for start in range(0, count, window):
         size = min(window, count - start)
@@ -210,7 +218,7 @@ def window_counts(weights: Sequence[float], count: int, window: int) -> np.ndarr
         counts[behind[: size - int(counts.sum())]] += 1
         carry = wanted - counts
         rows.append(counts)
-    return np.array(rows, dtype=np.int64)
+    return np.array(rows, dtype=np.int64).reshape(len(rows), len(share))
 
 
 class MixtureSampler(_Resumable, Sampler[int]):
@@ -234,6 +242,7 @@ class MixtureSampler(_Resumable, Sampler[int]):
         share = np.asarray(weights, dtype=np.float64)
         if not np.all(np.isfinite(share)) or share.min() < 0 or share.sum() <= 0:
             raise ValueError(f"weights must be finite, non-negative and sum to a positive number, got {short(weights)}")
+        share = share / share.max()  # scaled first: a sum of 1e308s overflows
         self.weights = share / share.sum()
         if strategy not in self.STRATEGIES:
             raise ValueError(f"strategy must be one of {self.STRATEGIES}, got {short(strategy)}")

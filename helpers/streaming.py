@@ -294,8 +294,9 @@ class CountedStream(IterableDataset):
 class SeekableCountedStream(CountedStream):
     """CountedStream with state_dict / load_state_dict, so a resume reads nothing twice (lesson 06).
 
-    A resumed iteration starts at the saved position; a position at the end (a pass read to its last item, or a state
-    taken before the next pass's first item) starts the next pass from item 0, as StatefulDataLoader does.
+    A resumed iteration starts at the saved position. A pass read to its end (the iteration
+    stopped) leaves position 0, so a state taken between passes starts the next one whole; a
+    state taken after the last item but before the iteration stopped resumes nothing more.
     """
 
     def __init__(self, num_items: int, ms_per_item: float = 0.0) -> None:
@@ -304,17 +305,27 @@ class SeekableCountedStream(CountedStream):
 
     def _start(self) -> int:
         start, self._resume_at = self._resume_at, 0
-        return 0 if start >= self.num_items else start
+        return start
+
+    def __iter__(self) -> Iterator[int]:
+        yield from super().__iter__()
+        self.position = 0  # the pass ended: the next starts at item 0
 
     def state_dict(self) -> dict[str, int]:
         """The position (items read so far in this iteration) and num_items."""
         return {"position": self.position, "num_items": self.num_items}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        """Start the next iteration at state['position'] (a state of a stream of the same num_items only)."""
-        if not isinstance(state, dict) or "position" not in state:
+        """Start the next iteration at state['position'] (a state of the same num_items only)."""
+        if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {short(state)}")
-        if state.get("num_items", self.num_items) != self.num_items:
+        for name in ("position", "num_items"):
+            if name not in state:
+                raise ValueError(f"state lacks {name!r}: pass a dict from SeekableCountedStream.state_dict()")
+        if state["num_items"] != self.num_items:
             raise ValueError(f"state has num_items={short(state['num_items'])}, but this stream has "
                              f"num_items={self.num_items}: a state resumes only the same stream")
-        self._resume_at = self.position = as_int("state['position']", state["position"], minimum=0)
+        position = as_int("state['position']", state["position"], minimum=0)
+        if position > self.num_items:
+            raise ValueError(f"state['position'] must be at most num_items={self.num_items}, got {position}")
+        self._resume_at = self.position = position

@@ -5,7 +5,6 @@ uninterrupted run of a fresh object and from counting, not from the state the sa
 from __future__ import annotations
 
 import inspect
-import itertools
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -165,11 +164,16 @@ def test_every_resumable_helper_is_registered():
     assert not missing, f"register these with the resume oracle: {missing}"
 
 
+def _take(items: Any, count: int) -> list[Any]:
+    """`count` items by next(), never asking for one more (the loop has not yet seen the iteration stop)."""
+    return [next(items) for _ in range(count)]
+
+
 def _check(kind: type, p: dict, cut: tuple[int, int], second: int) -> None:
     """Uninterrupted epochs vs a run cut at (epoch, k) (k = -1: right after set_epoch of that epoch, before the
     first item; k = len: after its last item), resumed in a fresh object, and cut once more `second` items later."""
     entry = REGISTRY[kind]
-    world, epochless = p["world"], not hasattr(kind, "set_epoch")
+    world = p["world"]
     for rank in range(world):
         reference = entry.build(p, rank, world)
         whole = [_epoch(reference, e) for e in range(EPOCHS)]
@@ -179,7 +183,7 @@ def _check(kind: type, p: dict, cut: tuple[int, int], second: int) -> None:
         got = [_epoch(run, e) for e in range(cut_epoch)]
         if hasattr(run, "set_epoch"):
             run.set_epoch(cut_epoch)
-        taken = list(itertools.islice(iter(run), k)) if k >= 0 else []
+        taken = _take(iter(run), k) if k >= 0 else []
         state = run.state_dict()
         for _ in range(2):  # resume, take `second` more, checkpoint again, resume again
             resumed = entry.build(p, rank, world)
@@ -187,9 +191,7 @@ def _check(kind: type, p: dict, cut: tuple[int, int], second: int) -> None:
             if hasattr(resumed, "set_epoch"):
                 resumed.set_epoch(cut_epoch)  # the loop's top of the epoch: keeps the pending resume
             rest = iter(resumed)
-            if epochless and len(taken) == len(whole[cut_epoch]):
-                rest = iter(())  # the loop saw this epoch end: the state starts the next pass
-            taken += list(itertools.islice(rest, second))
+            taken += _take(rest, min(second, len(whole[cut_epoch]) - len(taken)))
             state = resumed.state_dict()
         taken += list(rest)
         got.append(taken)
@@ -305,3 +307,38 @@ def test_an_epoch_is_planned_once_for_len_and_iteration(monkeypatch):
     sampler.load_state_dict({**sampler.state_dict(), "yielded": 2})
     assert len(list(sampler)) == len(sampler) - 2
     assert len(planned) == 2, "one plan per epoch"
+
+
+def test_a_stream_state_after_its_last_item_resumes_nothing_more():
+    """The loop checkpoints after every batch, the last included, before the loader says the epoch ended."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = StatefulDataLoader(streaming.SeekableCountedStream(3), batch_size=1)
+        reading = iter(first)
+        assert [next(reading).item() for _ in range(3)] == [0, 1, 2]
+        state = first.state_dict()
+        resumed = StatefulDataLoader(streaming.SeekableCountedStream(3), batch_size=1)
+        resumed.load_state_dict(state)
+        assert [b.item() for b in resumed] == []  # as StatefulDataLoader gives for a stream without state_dict
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda: samplers.DistributedWeightedSampler([1.0, 2.0], num_replicas=2),
+     "rank must be given with num_replicas=2 when no process group is initialized"),
+    (lambda: sequence_samplers.BucketBatchSampler([1, 2], batch_size=1, indices=[0.5]), "indices must hold whole"),
+    (lambda: sequence_samplers.BucketBatchSampler([1, 2, 3], batch_size=1, indices=np.array([True, False, True])),
+     "indices must hold whole"),
+    (lambda: sequence_samplers.window_counts([1, -1, 1], 4, 2), "weights must be finite, non-negative"),
+    (lambda: sequence_samplers.window_counts([], 4, 2), "weights must be finite, non-negative"),
+    (lambda: sequence_samplers.window_counts([1, 1], 4, 0), "window must be at least 1, got 0"),
+])
+def test_bad_arguments_found_by_the_contract_probe_are_refused(make, says):
+    with pytest.raises((ValueError, TypeError), match=says):
+        make()
+
+
+def test_huge_mixture_weights_are_a_mixture_not_nan():
+    drawn = sequence_samplers.MixtureSampler([2, 2], [1e308, 1e308], 4)
+    assert sorted(np.searchsorted([2, 4], list(drawn), side="right").tolist()) == [0, 0, 1, 1]  # half each

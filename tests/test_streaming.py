@@ -205,13 +205,19 @@ def test_small_files_and_the_demo_datasets_by_hand(tmp_path, shards):
     assert streaming.LabelCostDataset([0], [30.0])[0] == 0 and 0.03 <= time.perf_counter() - start < 1.0  # 30 ms, not 30 s
     seekable = streaming.SeekableCountedStream(5)
     assert next(iter(seekable)) == 0 and seekable.state_dict() == {"position": 1, "num_items": 5}
-    seekable.load_state_dict({"position": 3})
+    seekable.load_state_dict({"position": 3, "num_items": 5})
     assert seekable.state_dict()["position"] == 3  # a state taken again before the first item keeps the resume
     assert list(seekable) == [3, 4] and list(seekable) == [0, 1, 2, 3, 4]  # the resume applies to one iteration
-    seekable.load_state_dict({"position": 5})  # a pass read to its end (or the next one not yet started)
-    assert list(seekable) == [0, 1, 2, 3, 4]  # is the next pass from its first item, not an empty epoch
-    with pytest.raises(ValueError, match="state has num_items=6, but this stream has num_items=5"):
-        seekable.load_state_dict({"position": 2, "num_items": 6})
+    assert seekable.state_dict()["position"] == 0  # a pass read to its end: the next starts whole
+    reading = iter(seekable)
+    assert [next(reading) for _ in range(5)] == [0, 1, 2, 3, 4] and seekable.state_dict()["position"] == 5
+    seekable.load_state_dict(seekable.state_dict())  # after the last item, before the iteration stopped
+    assert list(seekable) == []  # nothing more of that pass
+    for state, says in (({"position": 2, "num_items": 6}, "state has num_items=6, but this stream has num_items=5"),
+                        ({"position": 2}, "state lacks 'num_items'"),
+                        ({"position": 6, "num_items": 5}, r"state\['position'\] must be at most num_items=5, got 6")):
+        with pytest.raises(ValueError, match=says):
+            seekable.load_state_dict(state)
     plain = streaming.CountedStream(3)
     assert (plain.position, plain.ms_per_item, streaming.SeekableCountedStream(3).ms_per_item) == (0, 0.0, 0.0)
     assert list(plain) == [0, 1, 2] == list(plain) and plain.reads == 6
@@ -251,7 +257,7 @@ def test_equal_steps_takes_a_single_sample_from_a_shard(tmp_path):
     (lambda tmp: streaming.LabelCostDataset([0], [-1.0]), ValueError, "ms_per_label must give a cost >= 0 for every label, got [-1.0]"),
     (lambda tmp: streaming.LabelCostDataset([1], [1.0]), ValueError, "ms_per_label must give a cost >= 0 for every label, got [1.0]"),
     (lambda tmp: streaming.CountedStream(3, 1001.0), ValueError, "ms_per_item must be in [0.0, 1000.0], got 1001.0"),
-    (lambda tmp: streaming.SeekableCountedStream(3).load_state_dict({"position": -1}), ValueError,
+    (lambda tmp: streaming.SeekableCountedStream(3).load_state_dict({"position": -1, "num_items": 3}), ValueError,
      "state['position'] must be at least 0, got -1"),
 ])
 def test_demo_bad_arguments_message_in_full(tmp_path, call, error, message):
