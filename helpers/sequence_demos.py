@@ -41,7 +41,7 @@ def bucketed_epoch(lengths: list[int], how: str, batch_size: int | None = None,
     lengths_array = np.asarray(lengths, dtype=np.int64)
     corpus = TokenCorpus(lengths_array, seed=seed)
     model = tiny_encoder(seed=seed)  # the same start on every rank
-    # a warm-up step with a padding mask, not timed: the mask's first use costs ~0.5 s of CPU
+    # a warm-up step with a padding mask, not timed: its first use cost tenths of a CPU second here
     padding = torch.tensor([[False, False], [False, True]])
     train_step(model, torch.ones(2, 2, dtype=torch.long), key_padding=padding)
     model.zero_grad(set_to_none=True)

@@ -229,7 +229,8 @@ class MixtureSampler(_Resumable, Sampler[int]):
     source's count stays within about one of its share (`window_counts`). strategy "random": each position's source is
     drawn at random, so a source's count varies by chance. Ranks take turns through each source's items; a rank that
     draws more than its turns of a source's items reads items again (another rank's among them) while some are unread:
-    under "windowed" only when the source's share asks for about as many draws as it has items, under "random" by chance.
+    under "windowed" only when the source's share asks for more draws, over all ranks, than it has items (give or
+    take the rounding), under "random" by chance.
     """
 
     STRATEGIES = ("random", "windowed")

@@ -357,7 +357,7 @@ def test_padding_waste_judges_every_batch_read_without_a_step():
     found = only(later, "padding-waste")
     assert found.evidence["batches"] == found.evidence["batches_read"] == 12 and found.evidence["positions"] == 12 * 80
     assert found.evidence["padding_share"] == pytest.approx(11 * 40 / (12 * 80)) and "in all 12 batches read" in found.message
-    assert "learns nothing" not in found.message and "dense model" in found.message and "masks it" in found.message
+    assert "learns nothing" not in found.message and "dense model" in found.message and "per-token loss must mask it" in found.message
     first_only = run(DataLoader(masked(0.9, 0.0), batch_size=None), budget_s=3.0)
     assert "padding-waste" not in first_only.codes and first_only.measurements["padding_batches"] == 12, str(first_only)
 

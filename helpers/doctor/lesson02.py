@@ -127,7 +127,7 @@ def unbalanced_batches(obs: Observation) -> Finding | None:
     if chance > NOISE_LEVEL:
         obs.skipped["unbalanced-batches"] = (f"class {rarest} is {counts[rarest] / n:.1%} of {n} samples read, under half an equal "
                                              f"share ({floor:.1%}), but at that share sampling noise gives {int(counts[rarest])} or fewer "
-                                             f"with chance {chance:.2f} (binomial, x {len(present)} classes: Bonferroni), over "
+                                             f"with chance {chance:.3g} (binomial, x {len(present)} classes: Bonferroni), over "
                                              f"{NOISE_LEVEL}: read more to tell")
         return None
     dataset_share = float(np.mean(known == rarest)) if known is not None else None

@@ -26,8 +26,8 @@ def padding_waste(obs: Observation) -> Finding | None:
     return finding(
         "padding-waste", "warning",
         f"{share:.0%} of the {positions:,} positions in {read} were padding (counted where attention_mask == 0): a dense "
-        "model computes every position, padding included; padding adds nothing to the loss only where the loss masks it "
-        "out (ignore_index, or weighted by attention_mask), and an unmasked loss trains on it too",
+        "model computes every position, padding included; padding reaches the loss only through the outputs the loss "
+        "reads: a per-token loss must mask it (ignore_index, or weighted by attention_mask), or it trains on it too",
         "batch documents of similar lengths (a bucketing batch sampler: helpers.sequence_samplers.BucketBatchSampler) or "
         "pack documents into rows with a document mask (lesson 08)",
         padding_share=share, positions=positions, real_tokens=real, batches=judged, batches_read=obs.batches)
