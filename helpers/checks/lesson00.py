@@ -39,6 +39,8 @@ WORKERS_MISTAKES: tuple[Mistake, ...] = (
        "since one worker more would put the node over the rule: (usable_cores + 1) // ranks_per_node - 1")
       for rounded in (lambda c, r: max(0, round((c + 1) / r) - 1), lambda c, r: max(0, round((c + 1) / r - 1)),
                       lambda c, r: max(0, math.ceil((c + 1) / r) - 1))),
+    (lambda c, r: max(1, (c + 1) // r - 1), "that never goes below 1 worker (max(1, ...)): when the ranks' main processes "
+     "already fill the cores, 0 is right (num_workers=0 loads in the main process); clamp at 0, not 1"),
 )
 
 

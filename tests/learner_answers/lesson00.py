@@ -80,6 +80,12 @@ def workers_round_of_quotient(usable_cores, ranks_per_node):
     return max(0, round((usable_cores + 1) / ranks_per_node) - 1)
 
 
+def workers_at_least_one(usable_cores, ranks_per_node):
+    """max(1, ...): never below one worker, where 0 is right once the ranks' main processes fill the cores (issue 39)."""
+    _validate(usable_cores, ranks_per_node)
+    return max(1, (usable_cores + 1) // ranks_per_node - 1)
+
+
 # ---------------------------------------------------------------- 00.1 right answers
 def workers_as_numpy_int(usable_cores, ranks_per_node):
     """Right, as an np.int64 (numpy arithmetic)."""
@@ -117,6 +123,7 @@ WRONG = {
         Wrong(workers_for_the_whole_node, "the whole node's workers"),
         Wrong(workers_strict_inequality, 'one over, which the rule allows'),
         Wrong(workers_round_of_quotient, 'rounds down, not up'),
+        Wrong(workers_at_least_one, 'max(1, ...)'),
     ],
 }
 RIGHT = {"00.1": [workers_as_numpy_int, workers_by_search, workers_via_floor]}
