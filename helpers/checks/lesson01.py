@@ -119,13 +119,14 @@ def check_stratified_split(answer: Answer) -> str:
     """Exercise 01.3: every class puts round(val_fraction * its count) samples in validation, chosen by the seed."""
     for counts, fraction in SPLIT_SETUPS:
         _check_split_setup(answer, counts, fraction)
-    return (f"{answer.name} put round(val_fraction * count) of every class in validation (halves to even too), the same "
+    return (f"{answer.name} put round(val_fraction * count) of every class in validation (halves to even, 0 where it rounds to 0), the same "
             "split for the same seed, a new one for a new seed")
 
 
 # (class counts, val_fraction): 0.2 x 33 = 6.6 and 0.2 x 7 = 1.4 tell round, int() and ceil apart; 0.25 x 10 = 2.5 and
-# 0.25 x 6 = 1.5 are halves, which Python's round() takes to the even neighbour (2 and 2), int(x + 0.5) up (3 and 2)
-SPLIT_SETUPS = (([200, 33, 7], 0.2), ([10, 6, 5], 0.25))
+# 0.25 x 6 = 1.5 are halves, which Python's round() takes to the even neighbour (2 and 2), int(x + 0.5) up (3 and 2);
+# 0.2 x 2 = 0.4 rounds to 0: that class keeps all its samples in training (max(1, ...) would add one)
+SPLIT_SETUPS = (([200, 33, 7], 0.2), ([10, 6, 5], 0.25), ([40, 9, 2], 0.2))
 
 
 def _check_split_setup(answer: Answer, counts: list[int], fraction: float) -> None:
@@ -147,6 +148,10 @@ def _check_split_setup(answer: Answer, counts: list[int], fraction: float) -> No
                 raise Failed(f"{call} returned {part} with dtype {indices.dtype}: return integer indices "
                              "(np.int64), which can index the labels")
         train_idx, val_idx = train_idx.astype(np.int64), val_idx.astype(np.int64)
+        both = np.concatenate([train_idx, val_idx])
+        if both.size and both.min() >= 0 and np.bincount(both, minlength=len(counts)).tolist() == counts:
+            raise Failed(f"{call} returned the labels of the split (values 0..{len(counts) - 1}), not its indices: return "
+                         "the index arrays themselves, not labels[train_idx], labels[val_idx]")
         positions = bool(val_idx.size) and val_idx.max() < max(counts)  # all below the largest class's count
         for part, indices in (("val_idx", val_idx), ("train_idx", train_idx)):
             if len(np.unique(indices)) < len(indices):
@@ -180,6 +185,10 @@ POSITIONS_HINT = ("val_idx holds positions within each class (0..count-1), not d
 
 def _count_hint(val_counts: list[int], counts: list[int], fraction: float, positions: bool) -> str:
     """The likely mistake behind validation counts per class that are not round(fraction * count)."""
+    if val_counts == [max(1, round(fraction * count)) for count in counts]:
+        zero = next(count for count in counts if round(fraction * count) == 0)
+        return (f"round({fraction} * {zero}) is 0, so that class puts none in validation: the task asks for exactly "
+                "round(val_fraction * count), not max(1, ...)")
     if positions:
         return POSITIONS_HINT
     if val_counts == [int(fraction * count) for count in counts]:

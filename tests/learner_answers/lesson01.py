@@ -267,6 +267,19 @@ def split_positions_with_repeats(labels, val_fraction, seed):
     return np.setdiff1d(np.arange(len(labels)), val), val
 
 
+def split_at_least_one(labels, val_fraction, seed):
+    """max(1, round(f x n)): a class whose share rounds to 0 still sends one sample to validation (issue 39)."""
+    return _per_class(labels, val_fraction, seed,
+                      lambda rng, idx, f: rng.permutation(idx)[:max(1, round(f * len(idx)))])
+
+
+def split_returns_labels(labels, val_fraction, seed):
+    """Returns labels[train], labels[val]: the classes of the split, not its indices (issue 39)."""
+    train, val = split_right_choice(labels, val_fraction, seed)
+    labels = np.asarray(labels)
+    return labels[train], labels[val]
+
+
 # ---------------------------------------------------------------- 01.3 right answers
 def split_right_choice(labels, val_fraction, seed):
     """Right, with rng.choice(replace=False) per class."""
@@ -400,6 +413,8 @@ WRONG = {
         Wrong(split_misses_last_class, 'every index'),
         Wrong(split_half_up, 'rounds a half to the even neighbour'),
         Wrong(split_positions_with_repeats, 'positions within each class'),
+        Wrong(split_at_least_one, 'max(1, ...)'),
+        Wrong(split_returns_labels, 'the labels of the split'),
     ],
     "01.4": [
         Wrong(balanced_plain_accuracy, 'plain accuracy'),
