@@ -223,6 +223,15 @@ def _one_rank(answer: Answer, dataset: Any, labels: torch.Tensor, rank: int, wor
     call = f"{answer.name}(dataset, labels, rank={rank}, world_size={world}, batch_size=50)"
     with answer.calling(call, hint=_shuffle_hint):
         loader = answer.value(dataset, labels, rank, world, 50)
+    if not isinstance(loader, DataLoader):
+        raise Failed(f"{call} returned a {type(loader).__name__}, not a DataLoader: wrap the sampler, "
+                     "DataLoader(dataset, batch_size=batch_size, sampler=sampler)")
+    batcher = loader.batch_sampler
+    if getattr(batcher, "drop_last", False) is True and len(getattr(batcher, "sampler", ())) % 50:
+        raise Failed(f"{call}: drop_last=True leaves out this rank's last, short batch ({len(batcher.sampler) % 50} of "
+                     f"its {len(batcher.sampler)} samples); the sampler already gives every rank as many samples, so "
+                     "leave drop_last out")
+    with answer.calling(call, hint=_shuffle_hint):
         batches = list(loader)
     sampler = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
     sampler = getattr(loader, "sampler", None) if sampler is None else sampler
@@ -274,6 +283,8 @@ DEDUP_CASES: tuple[Case, ...] = (
     Case(([[(0, True), (2, False)], [(1, False), (0, True)]],), 1 / 3, "sample 0 was padded onto rank 1: count it once (1 of 3 right)"),
     Case(([[(0, True), (1, True)], [(2, False), (3, True)]],), 0.75, "no duplicates: 3 of 4 right"),
     Case(([[(5, False)], [(5, False)], [(4, True)]],), 0.5, "three ranks, sample 5 on two of them: 1 of 2 distinct samples right"),
+    Case(([[(0, True), (1, True), (2, False)], [(3, False), (0, True)]],), 0.5,
+         "ranks sent 3 and 2 pairs, sample 0 on both: 2 of 4 distinct samples right"),
     Case(([[(10, 1), (30, 0), (20, 1)]],), 2 / 3, "one rank, indices 10, 20, 30, correct given as 1 and 0: 2 of 3 right"),
     _padded_case(7, 3), _padded_case(1, 4), _padded_case(10, 4), _padded_case(9, 3),
     Case(([[], []],), ValueError, "no predictions at all: raise ValueError rather than divide by zero"),
@@ -357,6 +368,7 @@ DEDUP_MISTAKES: tuple[tuple[str, Any], ...] = (  # (hint, the typical wrong answ
      lambda g: sum(c for _, c in _pairs(g)) / len(_pairs(g))),
     ("that leaves out the last rank's pairs: read every rank's list, gathered[0] to gathered[-1] (range(len(gathered)))",
      lambda g: _share(dict(_pairs(g[:-1])))),
+    ("that reads only the first rank's pairs, gathered[0]: pool every rank's list", lambda g: _share(dict(_pairs(g[:1])))),
     ("that averages each rank's own accuracy: pool every rank's pairs, then count each index once",
      lambda g: float(np.mean([sum(bool(c) for _, c in part) / len(part) for part in g if part]))),
     ("that drops the repeated samples altogether: keep one verdict per index, the repeat's or the original's", _once),

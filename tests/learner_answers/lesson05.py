@@ -244,6 +244,17 @@ def loader_with_own_inverse_weights(dataset, labels, rank, world_size, batch_siz
     return DataLoader(dataset, batch_size, sampler=DistributedWeightedSampler(weights, world_size, rank))
 
 
+def loader_returns_the_sampler(dataset, labels, rank, world_size, batch_size):
+    """Returns the DistributedWeightedSampler itself, never wrapped in a DataLoader (issue 39)."""
+    return DistributedWeightedSampler(sample_weights(labels), num_replicas=world_size, rank=rank, seed=0)
+
+
+def loader_dropping_last_batch(dataset, labels, rank, world_size, batch_size):
+    """drop_last=True: each rank leaves out its last, short batch (issue 39)."""
+    sampler = DistributedWeightedSampler(sample_weights(labels), num_replicas=world_size, rank=rank, seed=0)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True)
+
+
 # ---------------------------------------------------------------- 05.3: deduplicated_accuracy(gathered)
 
 
@@ -280,6 +291,14 @@ def accuracy_mean_of_ranks(gathered):
     if not parts:
         raise ValueError("no predictions")
     return sum(sum(bool(c) for _, c in part) / len(part) for part in parts) / len(parts)
+
+
+def accuracy_first_rank_only(gathered):
+    """Reads gathered[0], the first rank's pairs only (issue 39)."""
+    verdicts = {index: bool(correct) for index, correct in gathered[0]} if gathered else {}
+    if not verdicts:
+        raise ValueError("no predictions")
+    return sum(verdicts.values()) / len(verdicts)
 
 
 def accuracy_zero_when_empty(gathered):
@@ -405,11 +424,13 @@ WRONG = {
         Wrong(loader_without_replacement, 'keep replacement=True'),
         Wrong(loader_on_strided_subset, 'not the dataset it was given'),
         Wrong(loader_seed_from_torch, "drawn from torch's random generator"),
+        Wrong(loader_returns_the_sampler, 'not a DataLoader'),
+        Wrong(loader_dropping_last_batch, 'drop_last=True'),
     ],
     "05.3": [
         Wrong(accuracy_without_dedup, 'that counts every pair, padded repeats too'),
         Wrong(accuracy_dedup_within_rank, 'that counts every pair, padded repeats too'),
-        Wrong(accuracy_mean_of_ranks, 'count it once'),
+        Wrong(accuracy_mean_of_ranks, "averages each rank's own accuracy"),
         Wrong(accuracy_zero_when_empty, 'returned 0.0; expected ValueError'),
         Wrong(accuracy_empty_only_without_ranks, 'raised ZeroDivisionError: division by zero; expected ValueError'),
         Wrong(accuracy_assert_not_empty, 'raised AssertionError: no predictions; expected ValueError'),
@@ -420,6 +441,7 @@ WRONG = {
         Wrong(accuracy_size_from_max_index, 'divides by the largest index + 1'),
         Wrong(accuracy_dedup_correct_only, 'the denominator counts every pair'),
         Wrong(accuracy_ignoring_last_rank, "leaves out the last rank's pairs"),
+        Wrong(accuracy_first_rank_only, "only the first rank's pairs"),
     ],
 }
 
