@@ -9,6 +9,8 @@ import numpy as np
 import torch
 
 from helpers.checks.core import Answer, Case, Failed, Wrong, consistent_hints, exercise
+from helpers.checks.lesson08_ranks import (array_hint, check_counts, check_cover_and_budget, check_length_gap,
+                                           check_steps_shuffled)
 from helpers.sequence_samplers import DistributedBucketSampler, sorted_batches
 from helpers.sequences import corpus_lengths
 
@@ -36,8 +38,13 @@ PADDING_MISTAKES: tuple[tuple[str, Callable[[list[int]], float]], ...] = (  # (h
     ("the longest document's own tokens are real, not padding",
      lambda l: (len(l) * max(l) - sum(l) + max(l)) / (len(l) * max(l))),
     ("the batch is padded to its own longest document ({}), not to a fixed 256", lambda l: 1 - sum(l) / (len(l) * 256)),
-    ("padding as a share of all positions (len x longest), not of the real tokens",
+    ("divide the padding by all the positions (len x longest), not by the real tokens",
      lambda l: (len(l) * max(l) - sum(l)) / sum(l)),
+    ("the batch is padded to its longest document, max(lengths), not max(lengths) + 1",
+     lambda l: 1 - sum(l) / (len(l) * (max(l) + 1))),
+    ("that is the share of real tokens: the padding share is 1 minus it", lambda l: sum(l) / (len(l) * max(l))),
+    ("the longest document's positions count too: divide by all len(lengths) x max(lengths) positions",
+     lambda l: (len(l) * max(l) - sum(l)) / ((len(l) - 1) * max(l)) if len(l) > 1 else 0.0),
     ("that is the share of documents that are padded, not of positions: add up each document's padding (longest - "
      "its length) and divide by all the positions, len(lengths) x max(lengths)",
      lambda l: sum(1 for n in l if n < max(l)) / len(l)),
@@ -48,7 +55,7 @@ PADDING_MISTAKES: tuple[tuple[str, Callable[[list[int]], float]], ...] = (  # (h
     Wrong(lambda lengths: (len(lengths) * max(lengths) - sum(lengths) + max(lengths)) / (len(lengths) * max(lengths)),
           "the longest document's own tokens are real"),
     Wrong(lambda lengths: 1 - sum(lengths) / (len(lengths) * 256), "padded to its own longest document"),
-    Wrong(lambda lengths: (len(lengths) * max(lengths) - sum(lengths)) / sum(lengths), "a share of all positions"),
+    Wrong(lambda lengths: (len(lengths) * max(lengths) - sum(lengths)) / sum(lengths), "not by the real tokens"),
     Wrong(lambda lengths: 100 * (1 - sum(lengths) / (len(lengths) * max(lengths))), "a share between 0 and 1"),
     Wrong(lambda lengths: (len(lengths) * max(lengths) - sum(lengths)) // (len(lengths) * max(lengths)),
           "divide with /, not //"),
@@ -74,6 +81,9 @@ def check_padding_share(answer: Answer) -> str:
             raise Failed(f"{call} returned {got!r}: a padding share is a share between 0 and 1 (not a percentage)")
         if math.isclose(got, case.expected, abs_tol=1e-6):  # float32 arithmetic is right to about 1e-7
             continue
+        if any(got == round(case.expected, digits) for digits in range(5)):
+            raise Failed(f"{call} returned {got!r}, expected {case.expected:.6f}: do not round the share (round "
+                         "only where you print it)")
         here = [(hint, model) for hint, model in PADDING_MISTAKES if _close(got, model(lengths))]
         hints = consistent_hints(here, answer.value, [c.args for c in PADDING_CASES], _close) or [h for h, _ in here]
         if hints:
@@ -111,10 +121,10 @@ def _everything_on_every_rank(lengths: list[int], max_tokens: int, rank: int, wo
 
 
 # (corpus size, seed, max_len, max_tokens, world_size): lesson 08's budget, a tight one, 3 and 4 ranks (document counts
-# that do not divide by the ranks: no document may be left out); the last three plan 19, 32 and 27 batches, counts the
-# ranks do not divide: the short last group must be completed, not dropped or filled with empty batches
+# that do not divide by the ranks: no document may be left out); the last four plan 19, 32, 27 and 33 batches, counts
+# the ranks do not divide: the short last group must be completed, not dropped or filled with empty batches
 RANK_SETUPS = ((513, 1, 256, 2048, 2), (301, 7, 128, 512, 3), (402, 3, 64, 256, 4),
-               (300, 2, 256, 2048, 2), (257, 5, 128, 512, 3), (200, 4, 64, 256, 4))
+               (300, 2, 256, 2048, 2), (257, 5, 128, 512, 3), (200, 4, 64, 256, 4), (242, 6, 128, 512, 4))
 
 
 @exercise("08.2", "rank_batches", right=rank_batches_right, wrong=[
@@ -139,7 +149,7 @@ def check_rank_batches(answer: Answer) -> str:
             plans[epoch] = []
             for rank in range(world):
                 call = f"{answer.name}(lengths, {max_tokens}, rank={rank}, world_size={world}, epoch={epoch})"
-                with answer.calling(call, hint=_array_hint):
+                with answer.calling(call, hint=array_hint):
                     got = answer.value(list(lengths), max_tokens, rank, world, epoch)
                 if not isinstance(got, (list, tuple)):
                     raise Failed(f"{call} returned a {type(got).__name__}; expected a list of batches, each a list of "
@@ -149,85 +159,14 @@ def check_rank_batches(answer: Answer) -> str:
                     raise Failed(f"{call}: a batch is a {type(odd).__name__}; make each batch a list of document "
                                  f"indices (.tolist())")
                 plans[epoch].append([[int(i) for i in b] for b in got])
-            counts = [len(plan) for plan in plans[epoch]]
-            if len(set(counts)) > 1:
-                raise Failed(f"with {setup}: ranks get different numbers of batches {counts}; DDP hangs at the end of "
-                             f"the epoch. Plan all batches once, from every rank, and deal them out")
-            _check_cover_and_budget(plans[epoch], lengths, max_tokens, setup)
-            _check_length_gap(plans[epoch], lengths, max_tokens, setup)
-            _check_steps_shuffled(plans[epoch][0], lengths, setup)
+            check_counts(plans[epoch], lengths, max_tokens, setup)
+            check_cover_and_budget(plans[epoch], lengths, max_tokens, setup)
+            check_length_gap(plans[epoch], lengths, max_tokens, setup)
+            check_steps_shuffled(plans[epoch][0], lengths, setup)
         if plans[0] == plans[1]:
             raise Failed(f"with {setup}: epoch 1 repeats epoch 0 batch for batch; shuffle with a generator seeded "
                          f"from the epoch")
     return f"{answer.name} gives every rank the same number of batches of similar lengths in {len(RANK_SETUPS)} setups"
-
-
-def _check_cover_and_budget(plans: list[list[list[int]]], lengths: list[int], max_tokens: int, setup: str) -> None:
-    """Every document in some batch, none on two ranks, every batch within the budget."""
-    owner: dict[int, int] = {}
-    repeat_steps = set()  # steps where a rank repeats another's documents: one is allowed, to even out the last
-    for rank, plan in enumerate(plans):
-        for step, batch in enumerate(plan):
-            if not batch:
-                raise Failed(f"with {setup}: rank {rank} has an empty batch at step {step}: {_batch_count(lengths, max_tokens)} "
-                             f"batches do not divide among {len(plans)} ranks. Complete the short last group with batches "
-                             "repeated from it, not with empty batches (an empty batch has no tokens to train on)")
-            if len(batch) * max(lengths[i] for i in batch) > max_tokens:
-                raise Failed(f"with {setup}: rank {rank}'s batch of {len(batch)} documents padded to "
-                             f"{max(lengths[i] for i in batch)} holds more than max_tokens={max_tokens} positions")
-            for index in batch:
-                if owner.setdefault(index, rank) != rank:
-                    repeat_steps.add(step)
-    if len(repeat_steps) > 1:
-        index = next(i for rank, plan in enumerate(plans) for i in plan[max(repeat_steps)] if owner[i] != rank)
-        raise Failed(f"with {setup}: document {index} is on more than one rank, in {len(repeat_steps)} steps; deal "
-                     f"each batch to one rank (repeating batches in one step to even out the last is fine)")
-    missing = sorted(set(range(len(lengths))) - set(owner))
-    total = _batch_count(lengths, max_tokens)
-    if missing and total % len(plans) and len(plans[0]) == total // len(plans):
-        raise Failed(f"with {setup}: documents {missing[:5]} are in no rank's batches: {total} batches do not divide among "
-                     f"{len(plans)} ranks, and the short last group was dropped. Complete it with batches repeated from it "
-                     "(every document trained on, each rank one more step)")
-    if missing:
-        raise Failed(f"with {setup}: documents {missing[:5]} are in no rank's batches")
-
-
-def _batch_count(lengths: list[int], max_tokens: int) -> int:
-    """How many batches the whole corpus makes, sorted by length under the budget (the same for any order)."""
-    return len(sorted_batches(np.asarray(lengths), np.arange(len(lengths)), None, max_tokens, len(lengths)))
-
-
-def _array_hint(exc: Exception) -> str:
-    """What to change when numpy refuses a list (sorted_batches wants arrays)."""
-    return " (sorted_batches needs numpy arrays: pass np.asarray(lengths))" if isinstance(exc, TypeError) else ""
-
-
-def _check_steps_shuffled(plan: list[list[int]], lengths: list[int], setup: str) -> None:
-    """The steps in a shuffled order, not from short to long (a rank correlation of step and length)."""
-    longest = np.array([max(lengths[i] for i in b) for b in plan], dtype=float)
-    if len(longest) < 4 or longest.std() == 0:
-        return
-    ranks = np.argsort(np.argsort(longest))
-    correlation = float(np.corrcoef(np.arange(len(longest)), ranks)[0, 1])
-    if abs(correlation) > 0.9:  # sorted steps: 1.0; shuffled ones: mostly under 0.5 (0.66 seen once in 16 steps)
-        raise Failed(f"with {setup}: rank 0's steps run in order of length (rank correlation {correlation:.2f}); "
-                     f"shuffle the order of the steps, the same way on every rank")
-
-
-def length_gap(plans: list[list[list[int]]], lengths: list[int]) -> float:
-    """Per step, the ranks' longest documents apart, as a share of the longest, summed over the epoch."""
-    longest = np.array([[max(lengths[i] for i in b) for b in plan] for plan in plans])
-    return float((longest.max(0) - longest.min(0)).sum() / longest.max(0).sum())
-
-
-def _check_length_gap(plans: list[list[list[int]]], lengths: list[int], max_tokens: int, setup: str) -> None:
-    """Per step, the ranks' batches of similar lengths (their attention costs follow the length)."""
-    gap = length_gap(plans, lengths)
-    if gap > 0.25:  # the lesson's sampler: 4-8 %; ranks ordering their batches apart: 36-72 %
-        raise Failed(f"with {setup}: at each step the ranks' longest documents differ by {gap:.0%} of the longer "
-                     f"(length gap); the rank with the longer rows computes longer and the other waits. Give the "
-                     f"ranks neighbouring batches at each step (sorting within pools? use the whole set: a step "
-                     f"across two pools pairs a long batch with a short one)")
 
 
 def packed_mask_right(doc_ids: torch.Tensor) -> torch.Tensor:
@@ -380,6 +319,10 @@ def check_token_budget(answer: Answer) -> str:
         if got != expected and got == expected // max_len * max_len:
             raise Failed(f"{call} returned {got}, expected {expected}: the budget is in tokens, not whole rows: do "
                          f"not round to a multiple of max_len")
+        if got != expected and got == int((limit - measure(1000)) * 1000 // (measure(2000) - measure(1000))):
+            raise Failed(f"{call} returned {got}, expected {expected}: subtract the fixed part, "
+                         "activation_bytes(1000) - 1000 x bytes per token, not activation_bytes(1000) (it holds 1000 "
+                         "tokens' bytes too)")
         if got != expected:
             hint = " (memory = the fixed part + bytes per token x tokens: subtract the fixed part first)" if fixed else ""
             raise Failed(f"{call} returned {got}, expected {expected}: the most tokens that fit{hint}")
