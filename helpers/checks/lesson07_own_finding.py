@@ -162,6 +162,14 @@ def _no_set_epoch(exc: Exception) -> str:
     return ""
 
 
+def _same_contents(make: Callable[[], Any]) -> bool:
+    """Whether a fresh sampler's next epoch draws the same samples as this one, in another order."""
+    sampler = make()
+    first = list(sampler)
+    sampler.set_epoch(sampler.epoch + 1)
+    return sorted(first) == sorted(sampler) and first != list(sampler)
+
+
 def _samplers() -> list[tuple[str, Callable[[], Any], bool]]:
     """(description, a fresh sampler, whether its order depends on set_epoch)."""
     items = range(64)
@@ -218,7 +226,9 @@ def check_needs_set_epoch(answer: Answer) -> str:
             raise Failed(f"{name} found nothing for a loader with {described}, whose order changes only when the loop calls set_epoch: "
                          "for any sampler with set_epoch (obs.loader.sampler), compare list(sampler) at its epoch with list(sampler) "
                          "after sampler.set_epoch(epoch + 1), and put the epoch back" + (
-                             f" (the epoch it is at, {epoch}: not epochs 0 and 1)" if epoch else ""))
+                             f" (the epoch it is at, {epoch}: not epochs 0 and 1)" if epoch else "") + (
+                             ". Its next epoch holds the same samples in another order: compare the order, not the "
+                             "contents (no sorted() or set())" if _same_contents(make) else ""))
         if not depends and result is not None:
             raise Failed(f"{name} reported {result.code} for a loader with {described}, whose order does not depend on set_epoch: "
                          "compare the orders of two epochs instead of only asking whether set_epoch exists")

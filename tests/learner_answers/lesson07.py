@@ -514,6 +514,19 @@ def epoch_compares_sets(obs):
     return _finding() if later != now else None
 
 
+def epoch_compares_sorted(obs):
+    """Compares sorted(list(sampler)) of the two epochs: the same samples reshuffled look unchanged (issue 39)."""
+    sampler = obs.loader.sampler
+    if not hasattr(sampler, "set_epoch"):
+        return None
+    epoch = sampler.epoch
+    now = sorted(sampler)
+    sampler.set_epoch(epoch + 1)
+    later = sorted(sampler)
+    sampler.set_epoch(epoch)
+    return _finding() if later != now else None
+
+
 def epoch_no_attribute_guard(obs):
     """Calls set_epoch on every sampler: samplers without it raise AttributeError."""
     sampler = obs.loader.sampler
@@ -725,6 +738,7 @@ WRONG = {
              Wrong(epoch_not_restored, "changed the sampler's epoch from 0 to 1"),
              Wrong(epoch_restored_to_zero, 'from 3 to 0'),
              Wrong(epoch_compares_sets, 'found nothing for a loader with DistributedSampler(shuffle=True) on one rank'),
+             Wrong(epoch_compares_sorted, 'compare the order, not the contents'),
              Wrong(epoch_no_attribute_guard, 'return None for them'),
              Wrong(epoch_returns_text, 'must return a Finding or None'),
              Wrong(epoch_distributed_sampler_only, 'found nothing for a loader with DistributedWeightedSampler'),
