@@ -89,6 +89,8 @@ def rate_mistake(got: float, run: CopyRun, clock: WatchedClock) -> str:
                 "are seconds: divide bytes by them unscaled, then by 1e9")
     if seen in ("seconds", "milliseconds"):
         return f"the {seen} a copy takes: return num_bytes / seconds / 1e9 (GB/s)"
+    if got in (math.floor(run.right), math.ceil(run.right)):
+        return "that is the rate rounded to a whole number: return the float itself, not int() or round() of it"
     if clock.notes and clock.notes[0][0] == 0:
         return ("the clock started before the warm-up copy, so its 300 ms are in the timing. Leave the first "
                 "(warm-up) copy out of the timing: synchronize() after it, then start the clock")

@@ -204,6 +204,19 @@ def median_of_rates(copy, synchronize, num_bytes, repeats=5):
     return statistics.median(rates)
 
 
+def rate_as_int(copy, synchronize, num_bytes, repeats=5):
+    """int() of the median rate: 2.5 GB/s comes back as 2 (issue 39)."""
+    copy()
+    synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        copy()
+        synchronize()
+        times.append(time.perf_counter() - start)
+    return int(num_bytes / statistics.median(times) / 1e9)
+
+
 def numpy_median_rate(copy, synchronize, num_bytes, repeats=5):
     """Right: numpy's median of the times, a numpy float64 returned."""
     copy()
@@ -613,6 +626,7 @@ WRONG = {
         Wrong(rate_in_gigabits, 'gigabits per second'),
         Wrong(rate_from_fastest_copy, "the fastest copy's rate"),
         Wrong(rate_from_best_time, "the fastest copy's rate"),
+        Wrong(rate_as_int, 'rounded to a whole number'),
     ],
     "04.2": [
         Wrong(move_ignoring_non_blocking, '0 with non_blocking=True'),
