@@ -8,7 +8,7 @@ KERNEL := feed-the-gpus
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test site exercises readme strip gpu-check bench stress mutants clean
+.PHONY: lab test check site exercises readme strip gpu-check bench stress mutants clean
 
 $(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
@@ -30,6 +30,10 @@ lab: $(STAMP)
 ## test: set up .venv if needed and run the complete test suite; prints the 25 slowest tests
 test: $(STAMP)
 	$(PY) -m pytest --durations=25
+
+## check: what a change to helpers/ needs, in about 2 minutes on 2 cores: the "unit" tier (tests/conftest.py TIERS)
+check: $(STAMP)
+	$(PY) -m pytest tests -m unit -q --durations=10
 
 ## site: every lesson, exercise and solution, executed, as a static site in build/site/ that opens offline
 # (It reuses the notebooks a `make test` run executed; executes only those missing or out of date)

@@ -16,6 +16,46 @@ from helpers.course import CHECKS_MUST_PASS_VAR, REQUIRE_CUDA_VAR  # noqa: E402
 os.environ[CHECKS_MUST_PASS_VAR] = "1"
 
 
+# The one table of tiers: every test file in tests/ names its tier, applied as a marker (pyproject.toml registers them).
+# `make check` runs "unit" (what a change to helpers/ needs, under 2 minutes on 2 cores); `make test` runs every tier.
+# unit: helpers, checks and generated files, quick (workers for a few batches at most); process: trains, launches
+# ranks or programs, runs the doctor's measurements; notebook: executes course notebooks (the nbval cells of
+# notebooks/ and solutions/ are this tier too); browser: JupyterLab or the site in Chromium.
+TIERS = {
+    "unit": ("test_checks.py", "test_env.py", "test_errors.py", "test_hygiene.py",
+             "test_imbalance.py", "test_imports.py", "test_learner_answers.py", "test_lesson_widgets.py",
+             "test_lessons_show_code.py", "test_loading.py", "test_memory.py", "test_mutants.py", "test_pins.py",
+             "test_plotting.py", "test_resume_oracle.py", "test_samplers.py", "test_sequences.py", "test_source.py",
+             "test_streaming.py", "test_timing.py", "test_transfer.py", "test_transfer_bench.py",
+             "test_workloads.py"),
+    "process": ("test_clinic.py", "test_ddp.py", "test_doctor.py", "test_doctor_corpus.py", "test_loading_bench.py",
+                "test_streaming_demos.py", "test_stress.py", "test_workshop_kit.py"),
+    "notebook": ("test_exercises.py",),
+    "browser": ("test_browser.py", "test_site.py"),
+}
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier of a collected file: nbval's notebooks are "notebook", a test file's from TIERS (None: not listed)."""
+    if path.suffix == ".ipynb":
+        return "notebook"
+    return next((tier for tier, names in TIERS.items() if path.name in names), None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its file's tier (a test file missing from TIERS fails at collection); the site test renders
+    what the suite executed, so it runs after the notebooks, solutions and exercise tests."""
+    for item in items:
+        tier = tier_of(Path(item.path))
+        if tier is None:
+            raise pytest.UsageError(f"{Path(item.path).name} has no tier: add it to TIERS in tests/conftest.py")
+        item.add_marker(getattr(pytest.mark, tier))
+    site = [item for item in items if Path(item.path).name == "test_site.py"]
+    if site:
+        items[:] = [item for item in items if Path(item.path).name != "test_site.py"] + site
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip `cuda` tests without a GPU, or fail them when COURSE_REQUIRE_CUDA=1."""
     if item.get_closest_marker("cuda") is None:
@@ -161,9 +201,3 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin(ExecutedNotebooks.name):
         config.pluginmanager.register(ExecutedNotebooks(), ExecutedNotebooks.name)
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The site test renders what the suite executed, so it runs after the notebooks, solutions and exercise tests."""
-    site = [item for item in items if Path(item.path).name == "test_site.py"]
-    if site:
-        items[:] = [item for item in items if Path(item.path).name != "test_site.py"] + site

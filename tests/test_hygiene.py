@@ -177,3 +177,12 @@ def test_the_readme_example_verdict_is_what_check_00_1_says(monkeypatch):
     assert expected == workers_per_rank(ranks=ranks, cores=cores)  # the exercise takes (usable_cores, ranks_per_node)
     no_process_over = checks.REGISTRY["00.1"].check(lambda c, r: max(0, c // r - 1))  # returns cores // ranks - 1
     assert returned == cores // ranks - 1 and no_process_over.detail.startswith(quoted), no_process_over.detail
+
+
+def test_every_test_file_has_one_tier():
+    """tests/conftest.py TIERS is the one table `make check` and `make test` select by: each file once, none missing."""
+    from conftest import TIERS
+
+    listed = [name for names in TIERS.values() for name in names]
+    assert len(listed) == len(set(listed)), sorted(name for name in listed if listed.count(name) > 1)
+    assert sorted(listed) == sorted(path.name for path in (ROOT / "tests").glob("test_*.py"))
