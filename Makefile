@@ -8,7 +8,7 @@ KERNEL := feed-the-gpus
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test check site exercises readme strip gpu-check bench stress mutants clean
+.PHONY: lab test check site exercises readme schedule strip gpu-check bench stress mutants clean
 
 $(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
@@ -47,6 +47,10 @@ exercises: $(STAMP)
 ## readme: regenerate the README's course map from helpers/course.py LESSONS
 readme: $(STAMP)
 	$(PY) tools/make_readme.py
+
+## schedule: regenerate the instructor guide's workshop schedules from helpers/course.py LESSONS
+schedule: $(STAMP)
+	$(PY) tools/make_schedule.py
 
 ## strip: clear outputs and execution counts from every notebook
 strip: $(STAMP)
