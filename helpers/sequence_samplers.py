@@ -255,12 +255,13 @@ class MixtureSampler(_Resumable, Sampler[int]):
             raise ValueError(f"rank must be in [0, num_replicas={self.num_replicas}), got {self.rank}")
         self.seed = as_int("seed", seed, minimum=0)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
+        self._sizes, self._weights_id = self.sizes.tolist(), fingerprint(self.weights)  # a state names them
         self.epoch, self._resume_at, self._yielded = 0, 0, 0
 
     def _state_fields(self) -> dict[str, Any]:
         return {"seed": self.seed, "num_replicas": self.num_replicas, "rank": self.rank, "strategy": self.strategy,
-                "window": self.window, "num_samples": self.num_samples, "sizes": self.sizes.tolist(),
-                "weights": fingerprint(self.weights)}
+                "window": self.window, "num_samples": self.num_samples, "sizes": self._sizes,
+                "weights": self._weights_id}
 
     def __len__(self) -> int:
         return self.num_samples

@@ -4,7 +4,9 @@ epoch target (each index once, equal steps per rank, windows up to rounding). Th
 uninterrupted run of a fresh object and from counting, not from the state the sampler reports about itself."""
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -152,13 +154,19 @@ def _epoch(thing: Any, epoch: int) -> list[Any]:
     return list(thing)
 
 
+def _helpers_modules() -> list[Any]:
+    """Every module of the helpers package, imported (python -m entry points left out)."""
+    names = [info.name for info in pkgutil.walk_packages(helpers.__path__, "helpers.")
+             if not info.name.endswith("__main__")]
+    return [importlib.import_module(name) for name in names]
+
+
 def test_every_resumable_helper_is_registered():
-    found = {cls for module in vars(helpers).values() if inspect.ismodule(module)
+    found = {cls for module in _helpers_modules()
              for cls in vars(module).values()
              if inspect.isclass(cls) and cls.__module__.startswith("helpers.") and "Protocol" not in cls.__name__
              and any(callable(getattr(cls, name, None)) for name in ("set_epoch", "state_dict"))
              and not inspect.isabstract(cls) and not cls.__name__.startswith("_")}
-    found |= {samplers.DistributedWeightedSampler, streaming.SeekableCountedStream}  # imported lazily elsewhere
     missing = sorted(cls.__qualname__ for cls in found - set(REGISTRY) if issubclass(cls, (torch.utils.data.Sampler,
                                                                                            torch.utils.data.Dataset)))
     assert not missing, f"register these with the resume oracle: {missing}"
