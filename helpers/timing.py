@@ -1,8 +1,9 @@
 """Speed claims that hold on a busy machine: this machine's ceiling right now, and the share of it a change used (lessons 03, 07).
 
 A parallel speed-up can only show where cores are free. `parallel_speedup` measures that ceiling with plain
-processes; `bracketed` measures it just before and just after a measurement, and counts the cores other programs
-used during it (`others_during`), and keeps the lowest, so load that came or went in between lowers it; `Headroom`
+processes; `bracketed` measures it just before and just after a measurement, counts the cores other programs used
+during it (`others_during`), and keeps the lowest of the two ceilings and the cores those programs left free, so load
+that came or went in between lowers it; `Headroom`
 pairs each round's speed-up with that round's ceiling and asserts only on rounds that had room.
 """
 from __future__ import annotations
@@ -80,12 +81,10 @@ def _busy_and_own_s() -> tuple[float, float]:
     per_cpu = psutil.cpu_times(percpu=True)
     busy = sum(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0)
                for i, t in enumerate(per_cpu) if i in cores)
-    me = psutil.Process()
-    own = sum(me.cpu_times())  # user, system, and the children already reaped
-    for child in me.children(recursive=True):
+    own = 0.0
+    for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
         try:
-            times = child.cpu_times()
-            own += times.user + times.system
+            own += sum(process.cpu_times())  # user, system, and the children it has reaped (a forkserver's workers)
         except psutil.Error:  # exited between the listing and the reading
             pass
     return busy, own
@@ -94,8 +93,11 @@ def _busy_and_own_s() -> tuple[float, float]:
 def others_during(measure: Callable[[], T]) -> tuple[T, float]:
     """measure()'s result and the cores other programs kept busy meanwhile, on this process's cores (lessons 03, 07).
 
-    Their busy CPU seconds (the cores' busy time, less this process's and its children's) over the wall seconds.
+    Their busy CPU seconds (the cores' busy time, less this process's and its descendants', reaped ones included) over
+    the wall seconds.
     """
+    if not callable(measure):
+        raise TypeError(f"measure must be a callable taking no arguments, got {short(measure)}")
     busy, own = _busy_and_own_s()
     start = time.perf_counter()
     result = measure()
@@ -107,6 +109,8 @@ def others_during(measure: Callable[[], T]) -> tuple[T, float]:
 def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:
     """measure()'s result and its ceiling: the lowest of the ceilings measured just before and just after it and
     the cores other programs left free during it (lessons 03, 07)."""
+    if not callable(measure):
+        raise TypeError(f"measure must be a callable taking no arguments, got {short(measure)}")
     before = parallel_speedup(processes)
     result, others = others_during(measure)
     free = len(os.sched_getaffinity(0)) - others

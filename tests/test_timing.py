@@ -118,3 +118,24 @@ def test_a_program_outside_this_process_tree_counts_as_others():
         with contextlib.suppress(psutil.Error):
             psutil.Process(pid).kill()
             psutil.Process(pid).wait(5)
+
+
+def test_a_grandchild_reaped_by_a_live_child_is_ours_not_anothers():
+    """The contract probe's case: a child that runs a busy program and waits for it (as a forkserver reaps the workers
+    it forked) stays alive; the busy program's CPU seconds are in its reaped children's, which are ours."""
+    child = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', "
+                              f"{BUSY_4_S.replace('4', '0.8')!r}])\ntime.sleep(3)"])
+    try:
+        _, own = timing._busy_and_own_s()
+        time.sleep(2.0)  # the grandchild spins for 0.8 s of wall time, then its parent reaps it and sleeps
+        _, own_after = timing._busy_and_own_s()
+        assert own_after - own >= 0.3, own_after - own  # counted although no live process of ours holds it
+    finally:
+        child.kill()
+        child.wait(5)
+
+
+def test_measure_must_be_callable():
+    for call in (timing.others_during, timing.bracketed):
+        with pytest.raises(TypeError, match="measure must be a callable taking no arguments, got None"):
+            call(None)
