@@ -70,11 +70,12 @@ MODULES ?=
 mutants: $(STAMP)
 	$(PY) tools/mutants.py $(MODULES)
 
-## stress: run each lesson with timing claims RUNS times (default 5), every other run beside a CPU-bound program; a table of what failed and what it measured
+## stress: run each lesson with timing claims RUNS times (default 5), every other run beside BUSY CPU-bound programs (default 2); a table of what failed, what it measured and each lesson's slowest cell
 RUNS ?= 5
+BUSY ?= 2
 LESSONS ?=
 stress: $(STAMP)
-	$(PY) tools/stress.py --runs $(RUNS) $(LESSONS)
+	$(PY) tools/stress.py --runs $(RUNS) --busy $(BUSY) $(LESSONS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -29,8 +29,19 @@ def test_a_failed_run_names_its_cell_and_the_values_its_assertion_compared(tmp_p
     assert run.assertion == "assert ratio > floor * math.sqrt(1)"
     assert run.values == {"ratio": "1.25", "floor * math.sqrt(1)": "2.0", "floor": "2"}  # the module `math` is left out
     assert "    ratio = 1.25" in stress.table([run]).splitlines()
+    assert run.slowest_cell in (1, 2) and 0 < run.slowest_s < run.seconds  # the failing cell's time counts too
     kept = nbformat.read(tmp_path / "kept" / "99_planted-run1-busy.ipynb", as_version=4)
     assert kept.cells[2].outputs[0].ename == "AssertionError"
+
+
+def test_a_passing_run_names_its_slowest_cell_and_its_seconds(tmp_path):
+    cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("a stall:"),
+             nbformat.v4.new_code_cell("import time\ntime.sleep(1.5)"), nbformat.v4.new_code_cell("y = 2")]
+    path = tmp_path / "97_stall.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    run = stress.execute(stress.Run("97", 1, busy=False), path, timeout_s=60)
+    assert run.passed and run.slowest_cell == 2 and 1.5 <= run.slowest_s < run.seconds
+    assert stress.table([run]).splitlines()[1].split()[-1] in ("2", "3")  # the table's last column: the slowest cell's seconds
 
 
 def test_busy_program_is_stopped(monkeypatch, tmp_path):
@@ -47,7 +58,7 @@ def test_busy_program_is_stopped(monkeypatch, tmp_path):
     monkeypatch.setattr(stress, "execute", fails)
     with pytest.raises(RuntimeError, match="the kernel died"):
         stress.stress(["99"], runs=2, timeout_s=1, log=lambda line: None)  # run 2 is the busy one
-    assert len(started) == 1 and started[0].poll() is not None and child_processes() == []
+    assert len(started) == 2 and all(p.poll() is not None for p in started) and child_processes() == []  # two by default
 
 
 def test_bad_arguments_are_named(capsys):
@@ -57,6 +68,11 @@ def test_bad_arguments_are_named(capsys):
     with pytest.raises(SystemExit):
         stress.main(["42"])
     assert "lesson '42'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        stress.main(["--busy", "0"])
+    assert "--busy must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="busy must be a whole number of programs, at least 1, got 0"):
+        stress.stress(["99"], runs=1, timeout_s=1, busy=0)
 
 
 def test_a_killed_stress_run_stops_its_busy_program(tmp_path):
@@ -79,11 +95,11 @@ def test_a_killed_stress_run_stops_its_busy_program(tmp_path):
     started = []
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(started) < 2:  # the busy program and run 2's kernel
+        while time.monotonic() < deadline and len(started) < 3:  # the two busy programs and run 2's kernel
             started = [c for c in psutil.Process(tool.pid).children(recursive=True)
                        if "while True" in command(c) or "ipykernel" in command(c)]
             time.sleep(0.2)
-        assert len(started) == 2 and (notebook.parent / "ran-once").exists()
+        assert len(started) == 3 and (notebook.parent / "ran-once").exists()
         tool.send_signal(signal.SIGTERM)
         tool.wait(timeout=30)
     finally:

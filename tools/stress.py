@@ -1,7 +1,8 @@
-"""Stress run of the lessons: each lesson with timing claims executed N times, half of them beside a CPU-bound program.
+"""Stress run of the lessons: each lesson with timing claims executed N times, half of them beside CPU-bound programs.
 
 `make stress` (or `.venv/bin/python tools/stress.py --runs 10 03 07`) runs every lesson in its own kernel, in turn;
-runs 2, 4, 6, ... start `python -c "while True: pass"` before the kernel and stop it after. A failed run is stopped at
+runs 2, 4, 6, ... start `--busy` copies (default 2) of `python -c "while True: pass"` before the kernel and stop them
+after. Each run's slowest cell and its seconds are logged, so a stall is seen even when it passes. A failed run is stopped at
 its first failing cell; when that cell failed an `assert`, the values of the assertion's parts are read from the same
 kernel and printed, so the table shows what the busy machine measured, not only that it failed. Exit status 1 when any
 run failed. Nothing is left behind: the busy program and the kernel are stopped on every outcome, and the tool checks
@@ -26,6 +27,7 @@ NOTEBOOKS = ROOT / "notebooks"
 # The lessons whose asserts compare times or speeds (the others assert counts and values that load cannot move).
 TIMED_LESSONS = ("03", "04", "05", "06", "07", "08")
 CELL_TIMEOUT_S = 300
+BUSY_PROGRAMS = 2  # CPU-bound programs beside each busy run: on a 2-core machine, as many as there are cores
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -42,6 +44,8 @@ class Run:
     error: str = ""
     assertion: str = ""
     values: dict[str, str] = field(default_factory=dict)
+    slowest_cell: int | None = None
+    slowest_s: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -121,6 +125,7 @@ def execute(run: Run, path: Path, timeout_s: int, keep: Path | None = None) -> R
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
+            started = time.perf_counter()
             try:
                 client.execute_cell(cell, index)
             except nbclient.exceptions.CellExecutionError as error:
@@ -139,6 +144,10 @@ def execute(run: Run, path: Path, timeout_s: int, keep: Path | None = None) -> R
             except (nbclient.exceptions.CellTimeoutError, nbclient.exceptions.DeadKernelError) as error:
                 run.failed_cell, run.error = index, f"{type(error).__name__}: {error}"[:300]
                 break
+            finally:
+                took = time.perf_counter() - started
+                if took > run.slowest_s:
+                    run.slowest_cell, run.slowest_s = index, took
     run.seconds = time.perf_counter() - start
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
@@ -151,29 +160,34 @@ def busy_program() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def stress(lessons: list[str], runs: int, timeout_s: int, log=print, keep: Path | None = None) -> list[Run]:
-    """Every lesson `runs` times, the even-numbered runs beside a busy program; returns every run."""
+def stress(lessons: list[str], runs: int, timeout_s: int, log=print, keep: Path | None = None,
+           busy: int = BUSY_PROGRAMS) -> list[Run]:
+    """Every lesson `runs` times, the even-numbered runs beside `busy` CPU-bound programs; returns every run."""
+    if isinstance(busy, bool) or not isinstance(busy, int) or busy < 1:
+        raise ValueError(f"busy must be a whole number of programs, at least 1, got {busy!r}")
     results = []
     for lesson in lessons:
         path = lesson_path(lesson)
         for number in range(1, runs + 1):
             run = Run(lesson, number, busy=number % 2 == 0, name=path.stem)
-            burner = busy_program() if run.busy else None
+            burners: list[subprocess.Popen] = []
             try:
+                burners.extend(busy_program() for _ in range(busy if run.busy else 0))
                 execute(run, path, timeout_s, keep)
             finally:
-                if burner is not None:
+                for burner in burners:
                     burner.kill()
                     burner.wait()
             results.append(run)
             verdict = "passed" if run.passed else f"FAILED at cell {run.failed_cell}: {run.error}"
-            log(f"{path.stem} run {number}/{runs}{' (busy)' if run.busy else ''}: {verdict} in {run.seconds:.0f} s")
+            log(f"{path.stem} run {number}/{runs}{f' (beside {busy} busy)' if run.busy else ''}: {verdict} in "
+                f"{run.seconds:.0f} s; slowest cell {run.slowest_cell}: {run.slowest_s:.0f} s")
     return results
 
 
 def table(results: list[Run]) -> str:
     """The summary: per lesson, runs and passes (quiet and busy), then each failure with what its assertion measured."""
-    lines = [f"{'lesson':<30}{'runs':>6}{'passed':>8}{'quiet':>8}{'busy':>8}{'median s':>10}"]
+    lines = [f"{'lesson':<30}{'runs':>6}{'passed':>8}{'quiet':>8}{'busy':>8}{'median s':>10}{'slowest cell s':>16}"]
     by_lesson: dict[str, list[Run]] = {}
     for run in results:
         by_lesson.setdefault(run.lesson, []).append(run)
@@ -182,7 +196,7 @@ def table(results: list[Run]) -> str:
         busy = [r for r in runs if r.busy]
         seconds = sorted(r.seconds for r in runs)[len(runs) // 2]
         lines.append(f"{runs[0].name or lesson:<30}{len(runs):>6}{sum(r.passed for r in runs):>8}"
-                     f"{sum(r.passed for r in quiet):>5}/{len(quiet):<2}{sum(r.passed for r in busy):>5}/{len(busy):<2}{seconds:>10.0f}")
+                     f"{sum(r.passed for r in quiet):>5}/{len(quiet):<2}{sum(r.passed for r in busy):>5}/{len(busy):<2}{seconds:>10.0f}{max(r.slowest_s for r in runs):>16.0f}")
     failures = [r for r in results if not r.passed]
     if failures:
         lines += ["", "failures (cell = notebook cell index, counting markdown cells):"]
@@ -211,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: tools/stress.py [--runs N] [LESSON ...]."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lessons", nargs="*", default=list(TIMED_LESSONS), help=f"lesson numbers (default: {' '.join(TIMED_LESSONS)})")
-    parser.add_argument("--runs", type=int, default=5, help="runs per lesson; the even-numbered ones beside a busy program (default 5)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per lesson; the even-numbered ones beside busy programs (default 5)")
+    parser.add_argument("--busy", type=int, default=BUSY_PROGRAMS, help=f"CPU-bound programs beside each busy run (default {BUSY_PROGRAMS})")
     parser.add_argument("--keep", type=Path, help="a folder for every executed notebook, to read what each run printed")
     parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help=f"seconds per cell (default {CELL_TIMEOUT_S})")
     args = parser.parse_args(argv)
@@ -219,12 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
+    if args.busy < 1:
+        parser.error(f"--busy must be at least 1, got {args.busy}")
     for lesson in args.lessons:
         try:
             lesson_path(lesson)
         except ValueError as error:
             parser.error(str(error))
-    results = stress(args.lessons, args.runs, args.cell_timeout, log=lambda line: print(line, flush=True), keep=args.keep)
+    results = stress(args.lessons, args.runs, args.cell_timeout, log=lambda line: print(line, flush=True), keep=args.keep, busy=args.busy)
     print("\n" + table(results))
     left = leftover_children()
     if left:
