@@ -111,18 +111,20 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
         return None
     workers, most, cores, ranks = obs.loader.num_workers, max(obs.worker_threads), usable_cpus(), ranks_on_node()
     had = obs.slot_left()
+    per_turn = min(200, max(2 * workers, math.ceil(TURN_S / max(obs.steady_batch_s, 1e-4))))  # turns long enough to time
+    round_s = 2 * (per_turn + workers * (obs.loader.prefetch_factor or 2)) * max(obs.steady_batch_s, 1e-4)
+    need = 2 * round_s + 2 * obs.first_batch_s
+    obs.borrow(need)  # the two rounds it needs, from the later rules' share when this rule's own is short of them
     timeout = max(1.0, obs.slot_left())
     pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
             rebuild(obs.loader, persistent_workers=True, timeout=timeout, worker_init_fn=OneThread(obs.loader.worker_init_fn))]
-    per_turn = min(200, max(2 * workers, math.ceil(TURN_S / max(obs.steady_batch_s, 1e-4))))  # turns long enough to time
     rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
     ratios = [limited / given for given, limited in rounds if given > 0]
     obs.measured["worker_threads"] = list(obs.worker_threads)
     if len(ratios) < 2:
-        round_s = 2 * (per_turn + workers * (obs.loader.prefetch_factor or 2)) * max(obs.steady_batch_s, 1e-4)
         obs.skipped["threads-oversubscribed"] = (
             f"{workers} workers ran up to {most} working threads each on {cores} cores, but the comparison with one thread per "
-            f"worker ran {len(ratios)} round(s) of the 2 it needs; " + obs.too_short(2 * round_s + 2 * obs.first_batch_s, had))
+            f"worker ran {len(ratios)} round(s) of the 2 it needs; " + obs.too_short(need, had))
         return None
     gain = statistics.median(ratios)
     obs.measured["one_thread_per_worker_gain"] = [round(r, 2) for r in ratios]

@@ -88,6 +88,13 @@ class Observation:
         """Seconds left in this rule's own slot (and the budget)."""
         return min(self.slot_end, self.deadline) - time.perf_counter()
 
+    def borrow(self, need_s: float) -> float:
+        """Stretch this rule's slot to `need_s` seconds from now when the budget left holds them (the later rules share
+        what remains), and return the slot's seconds left."""
+        if self.slot_left() < need_s <= self.left():
+            self.slot_end = time.perf_counter() + need_s
+        return self.slot_left()
+
     def too_short(self, need_s: float, had_s: float) -> str:
         """Why a rule did not measure: the seconds it needs, the share of the budget it had, and the --budget that would do."""
         had = f"its share of this run's budget was {max(0.0, had_s):.1f} s"
