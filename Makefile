@@ -60,10 +60,10 @@ strip: $(STAMP)
 gpu-check: $(STAMP)
 	$(PY) tools/gpu_check.py
 
-## bench: measure lesson 03's loader effects side by side, then run the loader doctor on every corpus loader (tests/doctor_corpus) with timings; exits non-zero when one misses its target
+## bench: measure lesson 03's loader effects side by side, then run the loader doctor on every corpus loader (doctor_corpus) with timings; exits non-zero when one misses its target
 bench: $(STAMP)
 	$(PY) tools/bench.py
-	$(PY) tools/doctor_corpus.py --runs 1 --cli
+	$(PY) tools/doctor_bench.py --runs 1 --cli
 
 ## mutants: plant small bugs (mutmut) in the listed helpers, one at a time, and count those the tests catch, per module; exit 1 under 90 % (`make mutants MODULES="samplers imbalance"`)
 MODULES ?=

@@ -15,10 +15,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
 
+from doctor_corpus import planted
+from doctor_corpus.planted import Fails, Records, Sleepy, Stream
+from doctor_corpus.planted import labelled as tensors
 from helpers import doctor
-from helpers.doctor import lesson00, lesson02, lesson03, planted, reading
-from helpers.doctor.planted import Fails, Records, Sleepy, Stream
-from helpers.doctor.planted import labelled as tensors
+from helpers.doctor import lesson00, lesson02, lesson03_workers, reading
 from helpers.env import cuda_required, usable_cpus
 from helpers.imbalance import class_counts, class_weights, sample_weights
 
@@ -114,17 +115,17 @@ def test_the_sweep_times_each_setting_in_turns_sized_to_the_batch_time(monkeypat
         calls.append(([loader.num_workers for loader in loaders], per_turn, [loader.persistent_workers for loader in loaders]))
         return [[100.0, 150.0, 190.0], [100.0, 120.0, 150.0], [50.0, 90.0, 90.0]]  # ratios for 2 workers: 1.9, 1.5, 1.8
 
-    monkeypatch.setattr(lesson03, "alternating_rates", fake_rates)
-    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    monkeypatch.setattr(lesson03_workers, "alternating_rates", fake_rates)
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
     obs.first_batch_s, obs.batch_times_s = 0.6, [0.6, 0.6]
-    found = lesson03.workers_too_few(obs)
+    found = lesson03_workers.workers_too_few(obs)
     assert calls == [([0, 1, 2], [1, 1, 2], [False, True, True])]
     assert found is not None and found.evidence["best"] == 2 and found.evidence["speedup"] == pytest.approx(1.8)
     fast = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
     fast.first_batch_s, fast.batch_times_s = 0.01, [0.01, 0.01]  # 10 ms batches: turns of 0.25 s of them
-    lesson03.workers_too_few(fast)
+    lesson03_workers.workers_too_few(fast)
     assert calls[-1][1] == [25, 25, 50]
 
 
@@ -150,14 +151,14 @@ def test_a_sweep_that_does_not_fit_says_what_it_needs_and_which_budget_would_do(
     did not run, what it needs, the share it had, and a --budget that would give it that share; when the planned rounds
     fitted but did not complete, it says they took longer than planned instead of naming a budget. Without workers, a
     sweep that cannot fit 2 rounds falls back to one turn of the most workers, which does not fit 1.1 s either."""
-    monkeypatch.setattr(lesson03, "alternating_rates", lambda loaders, deadline, per_turn: [[100.0, 150.0]] * (rounds_run or 0))
-    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda loaders, deadline, per_turn: [[100.0, 150.0]] * (rounds_run or 0))
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
     slot, budget = (1.1, 4.0) if rounds_run is None else (30.0, 40.0)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8, num_workers=workers), deadline=time.perf_counter() + slot,
                              budget_s=budget)
     obs.first_batch_s, obs.batch_times_s = 0.6, [0.6, 0.6]
-    assert lesson03.workers_too_few(obs) is None
+    assert lesson03_workers.workers_too_few(obs) is None
     why = obs.skipped["workers-too-few"]
     assert "raise the budget" not in why and "budget left" not in why, why
     need = float(re.search(r"it needs about ([0-9.]+) s", why).group(1))
@@ -178,13 +179,13 @@ def test_a_sweep_that_does_not_fit_says_what_it_needs_and_which_budget_would_do(
 def test_no_sweep_when_the_loop_cannot_gain_what_more_workers_would_be_advised_for(monkeypatch):
     """A compute-bound loop (10 ms waits, 100 ms steps: with loading free at most 110/100 = 1.1x faster) is not swept:
     advice to add workers could not speed the loop up by SWEEP_GAIN (a held-out loader's false alarm)."""
-    monkeypatch.setattr(lesson03, "alternating_rates", lambda *a, **k: pytest.fail("swept a compute-bound loop"))
-    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda *a, **k: pytest.fail("swept a compute-bound loop"))
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None, deadline=time.perf_counter() + 60.0)
     obs.first_batch_s, obs.batch_times_s = 0.2, [0.11] * 3
     obs.wait_s, obs.step_s = [0.2, 0.01, 0.01, 0.01], [0.1, 0.1, 0.1, 0.1]
-    assert lesson03.workers_too_few(obs) is None
+    assert lesson03_workers.workers_too_few(obs) is None
     why = obs.skipped["workers-too-few"]
     assert why.startswith("no sweep: your loop waited 9% of its time for data (first pass, 3 steps)"), why
     assert "at most 1.10x faster, under 1.3x" in why, why
@@ -192,13 +193,13 @@ def test_no_sweep_when_the_loop_cannot_gain_what_more_workers_would_be_advised_f
 
 def test_the_sweep_fires_only_when_every_round_clears_the_gain(monkeypatch):
     """Paired ratios 1.6, 1.5 and 1.1 (median 1.5): one round under SWEEP_GAIN is a fast loader's scatter, not a finding."""
-    monkeypatch.setattr(lesson03, "alternating_rates",
+    monkeypatch.setattr(lesson03_workers, "alternating_rates",
                         lambda loaders, deadline, per_turn: [[100.0, 160.0], [100.0, 150.0], [100.0, 110.0]])
-    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8, num_workers=1), deadline=time.perf_counter() + 60.0)
     obs.first_batch_s, obs.batch_times_s = 0.01, [0.002, 0.002]
-    assert lesson03.workers_too_few(obs) is None
+    assert lesson03_workers.workers_too_few(obs) is None
     why = obs.skipped["workers-too-few"]
     assert "gave 1.50x the samples/s of num_workers=1 (median of 3 paired rounds) but 1.10x in its lowest round" in why, why
 
@@ -214,14 +215,14 @@ def test_slow_batches_without_workers_get_one_turn_against_the_first_pass(monkey
         calls.append(([loader.num_workers for loader in loaders], per_turn, rounds, [loader.prefetch_factor for loader in loaders]))
         return [[8.0]]
 
-    monkeypatch.setattr(lesson03, "alternating_rates", fake_rates)
-    monkeypatch.setattr(lesson03, "others_during", lambda measure: (measure(), others))
-    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    monkeypatch.setattr(lesson03_workers, "alternating_rates", fake_rates)
+    monkeypatch.setattr(lesson03_workers, "others_during", lambda measure: (measure(), others))
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 12.0, budget_s=20.0)
     obs.first_batch_s, obs.batch_times_s, obs.batches, obs.samples = 1.8, [1.8, 1.8], 3, 24
     obs.measured["other_programs_cores"] = 0.1
-    found = lesson03.workers_too_few(obs)
+    found = lesson03_workers.workers_too_few(obs)
     assert calls == [([2], [2], 1, [1])]
     if fires:
         assert found is not None and found.evidence["best"] == 2 and found.evidence["speedup"] == pytest.approx(8.0 / (8 / 1.8))
@@ -242,14 +243,14 @@ def test_a_rule_borrows_the_later_rules_share_only_when_the_budget_holds_it():
 def test_a_sweep_without_a_gain_on_a_busy_machine_says_why(monkeypatch, others, says):
     """With a busy program on one of 2 cores, 2 workers measured 1.04-1.18x over none on the corpus's JPEG loader: no
     finding, but not_measured says other programs held the cores; on a quiet machine the sweep stays silent."""
-    monkeypatch.setattr(lesson03, "alternating_rates",
+    monkeypatch.setattr(lesson03_workers, "alternating_rates",
                         lambda loaders, deadline, per_turn: [[100.0, 90.0, 104.0], [100.0, 95.0, 118.0], [100.0, 92.0, 110.0]])
-    monkeypatch.setattr(lesson03, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03, "ranks_on_node", lambda: 1)
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
     obs.first_batch_s, obs.batch_times_s = 0.05, [0.05, 0.05]
     obs.measured["other_programs_cores"] = others
-    assert lesson03.workers_too_few(obs) is None
+    assert lesson03_workers.workers_too_few(obs) is None
     why = obs.skipped.get("workers-too-few", "")
     assert ("num_workers=2 gave 1.10x" in why and "(median of 3 paired rounds)" in why
             and "other programs used 1.0 core(s) of this machine during the first pass (2 usable here)" in why) == says, why
@@ -298,7 +299,7 @@ def test_input_bound_with_a_cuda_step():
     assert "input-bound" not in fast.codes, str(fast)
 
 
-# --- each rule on its planted fault (helpers.doctor.planted), with what its evidence must show
+# --- each rule on its planted fault (doctor_corpus.planted), with what its evidence must show
 
 EVIDENCE = {  # per code: a check of the finding beyond its code, from the planted fault's design
     "loader-error": lambda f: f.severity == "error" and "sample 5 is corrupt" in f.message and f.evidence["index"] == 5
@@ -343,7 +344,7 @@ def needs_met(needs: str) -> str | None:
 @pytest.mark.parametrize("code", sorted(doctor.RULES))
 def test_each_rule_finds_its_planted_fault(code, monkeypatch):
     rule = doctor.RULES[code]
-    plant = planted.PLANTS[rule.planted]()
+    plant = planted.plant(rule.planted)
     reason = needs_met(plant.needs)
     if reason:
         pytest.skip(reason)
@@ -362,7 +363,9 @@ def test_each_rule_finds_its_planted_fault(code, monkeypatch):
 
 def test_every_rule_has_a_planted_fault_and_an_evidence_check():
     assert set(EVIDENCE) == set(doctor.RULES)
-    assert all(rule.planted in planted.PLANTS for rule in doctor.RULES.values())
+    assert {rule.planted for rule in doctor.RULES.values()} == set(planted.names())  # each rule's, and none left over
+    with pytest.raises(ValueError, match="planted: no function 'labelled' -> Plant in doctor_corpus.planted"):
+        planted.plant("labelled")  # a helper of the module, not a planted fault
 
 
 # --- look-alikes: what resembles each fault and must stay silent

@@ -1,4 +1,4 @@
-"""The loader doctor on loaders it was not written for (tests/doctor_corpus): each FAST case gets its expected findings only."""
+"""The loader doctor on loaders it was not written for (doctor_corpus): each FAST case gets its expected findings only."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import doctor_corpus as corpus
+import doctor_corpus as corpus
 
 CORPUS_DIR = Path(corpus.__file__).parent
 FAST = [corpus.name(case) for case in corpus.cases() if getattr(case, "FAST", False)]
@@ -63,9 +63,9 @@ def test_the_table_gives_the_doctors_reason_beside_a_miss():
     """A missed code stays a miss (the row fails), with what the doctor's not_measured said about it."""
     from types import SimpleNamespace
 
-    from tools.doctor_corpus import Row, Run
+    from tools.doctor_bench import Row, Run
 
-    case = SimpleNamespace(EXPECTED=frozenset({"input-bound", "workers-too-few"}), __name__="tests.doctor_corpus.x")
+    case = SimpleNamespace(EXPECTED=frozenset({"input-bound", "workers-too-few"}), __name__="doctor_corpus.x")
     why = "num_workers=2 gave 1.10x ... while other programs used 1.0 of 2 cores"
     row = Row(case, runs=[Run({"input-bound"}, why_not={"workers-too-few": why}), Run({"input-bound", "workers-too-few"})])
     assert row.failed and row.verdict() == f"MISSED workers-too-few (runs 1); the doctor said: {why}"
@@ -75,9 +75,9 @@ def test_the_table_gives_the_doctors_reason_beside_a_miss():
 def test_the_table_fails_a_run_over_its_budget_and_one_second():
     from types import SimpleNamespace
 
-    from tools.doctor_corpus import Row, Run
+    from tools.doctor_bench import Row, Run
 
-    case = SimpleNamespace(EXPECTED=frozenset(), BUDGET_S=8.0, __name__="tests.doctor_corpus.x")
+    case = SimpleNamespace(EXPECTED=frozenset(), BUDGET_S=8.0, __name__="doctor_corpus.x")
     assert Row(case, runs=[Run(seconds=8.9), Run(seconds=9.0)]).verdict() == "ok"  # 8 s + 1 s is allowed
     row = Row(case, runs=[Run(seconds=8.5), Run(seconds=9.2), Run(crash="boom", seconds=20.0)])
     assert row.failed and row.verdict() == "CRASH in run 3: boom; OVER BUDGET (runs 2: 9.2 s; budget 8 s + 1 s)"
@@ -86,10 +86,10 @@ def test_the_table_fails_a_run_over_its_budget_and_one_second():
 def test_the_table_fails_a_finding_whose_evidence_the_case_does_not_expect():
     from types import SimpleNamespace
 
-    from tools.doctor_corpus import Row, Run
+    from tools.doctor_bench import Row, Run
 
     case = SimpleNamespace(EXPECTED=frozenset({"loader-error"}), EVIDENCE={"loader-error": {"stage": "sampler"}},
-                           __name__="tests.doctor_corpus.x")
+                           __name__="doctor_corpus.x")
     said = [{"code": "loader-error", "severity": "error", "evidence": {"stage": "collate_fn"}}]
     assert corpus.wrong_evidence(case, said) == ["loader-error.stage='collate_fn' (want 'sampler')"]
     row = Row(case, runs=[Run({"loader-error"}), Run({"loader-error"}, wrong=corpus.wrong_evidence(case, said))])

@@ -120,3 +120,29 @@ def test_no_helpers_module_is_over_400_lines():
     long = {str(path.relative_to(ROOT)): n for path in (ROOT / "helpers").rglob("*.py")
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
     assert not long, f"split these modules (CONTRIBUTING.md: small, clear code): {long}"
+
+
+def imported_top_levels(path: Path) -> set[str]:
+    """The top-level names a Python file imports (absolute imports only)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_tools_the_corpus_and_helpers_never_import_tests():
+    """Tests import what they test (tools, helpers, the doctor's corpus); nothing imports the tests back."""
+    files = [p for part in ("tools", "doctor_corpus", "helpers", "scripts") for p in (ROOT / part).rglob("*.py")]
+    assert len(files) > 50
+    wrong = {str(p.relative_to(ROOT)) for p in files if imported_top_levels(p) & {"tests", "conftest"}}
+    assert not wrong, f"these import the test suite: {sorted(wrong)}"
+
+
+def test_imported_top_levels_sees_both_import_forms(tmp_path):
+    planted = tmp_path / "x.py"
+    planted.write_text("import os.path\nfrom tests import doctor_corpus\nfrom . import sibling\n", encoding="utf-8")
+    assert imported_top_levels(planted) == {"os", "tests"}

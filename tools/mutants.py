@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     mutmut = Path(sys.executable).parent / "mutmut"
     work = Path(tempfile.mkdtemp(prefix="mutants-"))
     try:
-        for part in ("helpers", "tests", "tools", "docs"):  # tests import tools/ and read docs/reference-results/
-            shutil.copytree(ROOT / part, work / part, ignore=shutil.ignore_patterns("__pycache__", "doctor_corpus"))
+        for part in ("helpers", "tests", "tools", "docs", "doctor_corpus"):  # tests import tools/ and doctor_corpus/, read docs/
+            shutil.copytree(ROOT / part, work / part, ignore=shutil.ignore_patterns("__pycache__"))
         config = (ROOT / "pyproject.toml").read_text(encoding="utf-8") + mutmut_config(modules)
         (work / "pyproject.toml").write_text(config, encoding="utf-8")
         start = time.perf_counter()

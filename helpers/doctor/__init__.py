@@ -8,14 +8,15 @@ the budget (CUDA starting up in this process, as seen on the H200 reference host
 That first step counts as start-up, not data wait.
 
 Each finding is a rule in `RULES`, registered with `@rule` in the module named after the lesson that teaches its
-fix (lesson00 ... lesson08); `table()` lists them with their thresholds.
+fix (lesson00 ... lesson08; lesson03_workers holds lesson 03's num_workers sweep); `table()` lists them with their thresholds.
 """
-from helpers.doctor import lesson00, lesson02, lesson03, lesson04, lesson06, lesson08  # noqa: F401 - registers the rules, in run order
+from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, lesson04, lesson06, lesson08  # noqa: F401 - registers the rules, in run order
 from helpers.doctor.cli import main
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
 from helpers.doctor.lesson00 import SHM_WARN_SHARE, THREADS_GAIN
 from helpers.doctor.lesson02 import NOISE_LEVEL, RAREST_SHARE
-from helpers.doctor.lesson03 import BUSY_CORES, COPY_ON_READ_MIB, INPUT_BOUND_SHARE, STARTUP_MIN_S, STARTUP_SHARE, SWEEP_GAIN
+from helpers.doctor.lesson03 import BUSY_CORES, COPY_ON_READ_MIB, INPUT_BOUND_SHARE, STARTUP_MIN_S, STARTUP_SHARE
+from helpers.doctor.lesson03_workers import SWEEP_GAIN
 from helpers.doctor.lesson06 import DUPLICATE_SHARE
 from helpers.doctor.lesson08 import PADDING_SHARE
 from helpers.doctor.registry import PHASES, RULES, Check, Observation, Rule, finding, rule, table

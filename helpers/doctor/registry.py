@@ -122,7 +122,7 @@ class Rule:
     check: Check
     thresholds: dict[str, tuple[float, str]] = field(default_factory=dict)  # name: (value, what it bounds)
     budget: float = 0.0  # a measuring rule's weight in sharing the budget left after the first pass
-    planted: str = ""  # helpers.doctor.planted's function that builds a loader with this fault
+    planted: str = ""  # doctor_corpus.planted's function that builds a loader with this fault
     applies: Callable[[Observation], bool] | None = None  # a measuring rule: whether it will measure (else its share goes to others)
 
     @property

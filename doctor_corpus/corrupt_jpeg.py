@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED = frozenset({"loader-error"})
 FAST = True

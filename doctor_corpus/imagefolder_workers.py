@@ -10,7 +10,7 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED: frozenset[str] = frozenset()
 FAST = False  # make bench runs every case; make test runs a shorter subset

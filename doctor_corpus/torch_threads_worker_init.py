@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED = frozenset({"threads-oversubscribed"})
 NEEDS = "multi-core"

@@ -9,7 +9,7 @@ import h5py
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED: frozenset[str] = frozenset()
 BUDGET_S = 15.0

@@ -1,6 +1,7 @@
-"""One loader per rule with its fault planted, named by the rule's `planted`: the tests run each and expect its code (lesson 07)."""
+"""One loader per rule with its fault planted, a function named by the rule's `planted` (registered once: by its name here); the tests run each and expect its code (lesson 07)."""
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -11,7 +12,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
 
 from helpers.env import usable_cpus
-from helpers.imbalance import class_counts, class_weights, sample_weights
+from helpers import imbalance
+from helpers.imbalance import class_counts, sample_weights
 from helpers.sequences import TokenCorpus, corpus_lengths, pad_collate
 
 
@@ -109,9 +111,9 @@ def no_replacement() -> Plant:
     return Plant(DataLoader(labelled(2000, labels=skewed()), batch_size=64, sampler=sampler))
 
 
-def class_weights_plant() -> Plant:
+def class_weights() -> Plant:
     """One weight per class given where one per sample is needed."""
-    sampler = WeightedRandomSampler(torch.as_tensor(class_weights(class_counts(skewed()))), num_samples=2000)
+    sampler = WeightedRandomSampler(torch.as_tensor(imbalance.class_weights(class_counts(skewed()))), num_samples=2000)
     return Plant(DataLoader(labelled(2000, labels=skewed()), batch_size=64, sampler=sampler))
 
 
@@ -195,10 +197,20 @@ def pin_missing() -> Plant:
     return Plant(DataLoader(labelled(), batch_size=64), device="cuda", needs="cuda")
 
 
-PLANTS: dict[str, Callable[[], Plant]] = {
-    "oversubscribed": oversubscribed, "shm_too_small": shm_too_small, "no_replacement": no_replacement,
-    "class_weights": class_weights_plant, "unbalanced": unbalanced, "fails": fails, "busy_host": busy_host,
-    "copy_on_read": copy_on_read, "startup": startup, "input_bound": input_bound, "too_few": too_few,
-    "duplicates": duplicates, "threads": threads, "pin_no_accelerator": pin_no_accelerator, "pin_missing": pin_missing,
-    "padded": padded,
-}
+def _is_plant(value: Any) -> bool:
+    """A function of this module taking no argument and returning a Plant."""
+    return (inspect.isfunction(value) and value.__module__ == __name__ and value.__annotations__.get("return") == "Plant"
+            and not inspect.signature(value).parameters)
+
+
+def plant(name: str) -> Plant:
+    """The loader of the planted fault a rule names (its `planted`): the function of that name in this module, called."""
+    made = globals().get(name)
+    if not _is_plant(made):
+        raise ValueError(f"planted: no function {name!r} -> Plant in {__name__}")
+    return made()
+
+
+def names() -> list[str]:
+    """Every planted fault this module defines (each a function of no argument returning a Plant)."""
+    return sorted(name for name, value in globals().items() if _is_plant(value))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus.torch_threads_worker_init import Projected, worker_init
+from doctor_corpus.torch_threads_worker_init import Projected, worker_init
 
 EXPECTED = frozenset({"loader-error"})
 NEEDS = "multi-core"

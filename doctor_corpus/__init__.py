@@ -7,7 +7,7 @@ Every case module models public code or a public bug report and defines: a docst
 the doctor), `HOST_BUSY` (the runner starts CPU-bound programs around the diagnosis, one per usable core), `EXIT`
 (the command line's exit status, when an expected code's severity can be either; else 1 exactly when one is in ERROR_CODES)
 and `EVIDENCE` ({code: {key: value}}: what an expected finding's evidence must hold, e.g. which part of the loader raised).
-tests/test_doctor_corpus.py runs the FAST cases; tools/doctor_corpus.py runs them all, N times.
+tests/test_doctor_corpus.py runs the FAST cases; tools/doctor_bench.py runs them all, N times.
 """
 from __future__ import annotations
 

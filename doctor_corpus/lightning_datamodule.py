@@ -11,7 +11,7 @@ import time
 import torch
 from torch.utils.data import DataLoader, Dataset, random_split
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED: frozenset[str] = frozenset()
 FAST = False  # make bench runs every case; make test runs a shorter subset

@@ -11,7 +11,7 @@ import json
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED = frozenset({"iterable-duplicates"})
 FAST = False  # make bench runs every case; make test runs a shorter subset

@@ -15,7 +15,7 @@ from torch.utils.data import Dataset
 
 from helpers.env import usable_cpus
 
-PREFIX = "doctor-corpus-"  # tools/doctor_corpus.py looks for leftovers by this prefix
+PREFIX = "doctor-corpus-"  # tools/doctor_bench.py looks for leftovers by this prefix
 _workdir: Path | None = None
 _made: dict[tuple, object] = {}
 

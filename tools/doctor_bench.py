@@ -1,6 +1,6 @@
-"""Run the loader doctor on every corpus case (tests/doctor_corpus) N times and print a Markdown table of verdicts.
+"""Run the loader doctor on every corpus case (doctor_corpus) N times and print a Markdown table of verdicts.
 
-`.venv/bin/python tools/doctor_corpus.py [CASE ...] [--runs 3] [--busy] [--cli]`: each run diagnoses the case's loader
+`.venv/bin/python tools/doctor_bench.py [CASE ...] [--runs 3] [--busy] [--cli]`: each run diagnoses the case's loader
 in this process; `--busy` keeps a `python -c "while True: pass"` program running beside every run (busy-host is then
 neither required nor a false alarm); `--cli` also runs each case once through `python -m helpers.doctor` in a fresh
 process and checks its exit status (1 when an error is expected, else 0) and its codes. A verdict is "ok", or what was
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # after PYTHONPATH: a `helpers` given there is the one diagnosed
 
-from tests import doctor_corpus as corpus  # noqa: E402
-from tests.doctor_corpus import _data  # noqa: E402
+import doctor_corpus as corpus  # noqa: E402
+from doctor_corpus import _data  # noqa: E402
 
 CLI_SLACK_S = 120  # the command line's start-up (imports, data generation) beyond its budget
 
@@ -218,9 +218,9 @@ def provenance(package: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: tools/doctor_corpus.py [CASE ...] [--runs N] [--busy] [--cli]."""
+    """Command line: tools/doctor_bench.py [CASE ...] [--runs N] [--busy] [--cli]."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", help="case names (default: all of tests/doctor_corpus)")
+    parser.add_argument("cases", nargs="*", help="case names (default: all of doctor_corpus)")
     parser.add_argument("--runs", type=int, default=3, help="in-process diagnoses per case (default 3)")
     parser.add_argument("--busy", action="store_true", help='keep one `python -c "while True: pass"` running beside every run')
     parser.add_argument("--cli", action="store_true", help="also run each case once through `python -m helpers.doctor`")

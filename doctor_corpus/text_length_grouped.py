@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from tests.doctor_corpus.text_default_collate import Tokenized
-from tests.doctor_corpus.text_padding_collate import pad_collate
+from doctor_corpus.text_default_collate import Tokenized
+from doctor_corpus.text_padding_collate import pad_collate
 
 EXPECTED: frozenset[str] = frozenset()
 BUDGET_S = 5.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import webdataset as wds
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED = frozenset({"iterable-duplicates"})
 FAST = True

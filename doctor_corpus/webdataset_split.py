@@ -8,7 +8,7 @@ from __future__ import annotations
 import webdataset as wds
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED: frozenset[str] = frozenset()
 FAST = True

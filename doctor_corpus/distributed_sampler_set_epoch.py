@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED: frozenset[str] = frozenset()
 FAST = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, WeightedRandomSampler
 
-from tests.doctor_corpus.sampler_class_weights import dataset
+from doctor_corpus.sampler_class_weights import dataset
 
 EXPECTED = frozenset({"no-replacement-weights", "unbalanced-batches"})
 BUDGET_S = 5.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED = frozenset({"workers-oversubscribed", "pin-memory-no-accelerator"})
 NEEDS = "no-accelerator,few-cores"

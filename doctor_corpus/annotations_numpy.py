@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tests.doctor_corpus.annotations_list_of_dicts import annotations
+from doctor_corpus.annotations_list_of_dicts import annotations
 
 EXPECTED: frozenset[str] = frozenset()
 BUDGET_S = 8.0

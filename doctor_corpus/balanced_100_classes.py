@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED: frozenset[str] = frozenset()
 BUDGET_S = 6.0

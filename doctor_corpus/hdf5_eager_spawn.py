@@ -10,7 +10,7 @@ import h5py
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED = frozenset({"loader-error"})
 FAST = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus import _data
+from doctor_corpus import _data
 
 EXPECTED = frozenset({"workers-too-few", "input-bound"})
 BUDGET_S = 10.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus import stream_unsharded
+from doctor_corpus import stream_unsharded
 
 EXPECTED: frozenset[str] = frozenset()
 FAST = False  # make bench runs every case; make test runs a shorter subset

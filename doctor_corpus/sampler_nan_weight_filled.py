@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
-from tests.doctor_corpus.sampler_nan_weight import loader_for, read_table, table_csv
+from doctor_corpus.sampler_nan_weight import loader_for, read_table, table_csv
 
 EXPECTED: frozenset[str] = frozenset()
 BUDGET_S = 5.0

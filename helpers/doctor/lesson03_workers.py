@@ -1,0 +1,158 @@
+"""The doctor's num_workers sweep (lesson 03's section 3): more workers measured against the loader as given, in turns."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from helpers.doctor.findings import Finding
+from helpers.doctor.lesson03 import BUSY_CORES
+from helpers.doctor.measure import ranks_on_node
+from helpers.doctor.reading import alternating_rates, rebuild
+from helpers.doctor.registry import Observation, finding, rule
+from helpers.env import usable_cpus, workers_per_rank
+from helpers.timing import others_during, paired_median
+
+SWEEP_GAIN = 1.3  # more workers must give this many times the samples/s, in every paired round
+TURN_S = 0.25     # each setting's turn in a sweep round times about this long, at the batch time first measured
+SLOW_BATCH_S = 0.1  # batches this slow are swept with one batch in flight per worker (prefetch_factor=1)
+
+
+def _sweep_cap() -> int:
+    return max(1, workers_per_rank(ranks_on_node(), usable_cpus()))
+
+
+def loop_headroom(obs: Observation) -> tuple[float, float] | None:
+    """(share of the loop's time spent waiting for data, how many times faster the loop would run with loading free), from the
+    first pass's steps after the first (medians); None without a step or with fewer than 3 steps."""
+    if obs.step is None or len(obs.wait_s) < 3:
+        return None
+    loop = float(np.median([w + s for w, s in zip(obs.wait_s[1:], obs.step_s[1:])]))
+    step = float(np.median(obs.step_s[1:]))
+    share = sum(obs.wait_s[1:]) / max(sum(obs.wait_s[1:]) + sum(obs.step_s[1:]), 1e-12)
+    return share, (loop / step if step > 0 else math.inf)
+
+
+def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Finding | None:
+    """Batches too slow for interleaved rounds: one turn of the most workers the rule allows, against the first pass's
+    batch time, trusted only when other programs left the cores alone during both."""
+    loader, cap = obs.loader, _sweep_cap()
+    need = obs.first_batch_s + (2 * cap + 1) * batch_s  # start-up, the batches in flight, then one per worker timed
+    if need > obs.borrow(need):
+        obs.skipped["workers-too-few"] = ("the num_workers sweep did not run: one turn of the most workers the rule allows at the "
+                                          "batch time measured does not fit; " + obs.too_short(need, had))
+        return None
+    more = rebuild(loader, num_workers=cap, persistent_workers=True, timeout=max(1.0, obs.slot_left()), prefetch_factor=1)
+    runs, during = others_during(lambda: alternating_rates([more], time.perf_counter() + obs.slot_left(), [cap], rounds=1))
+    before = obs.measured.get("other_programs_cores")
+    if not runs:
+        obs.skipped["workers-too-few"] = ("the num_workers sweep did not finish its one turn of num_workers="
+                                          f"{cap}; " + obs.too_short(need, had))
+        return None
+    given = (obs.samples / obs.batches) / batch_s
+    gain = runs[0][0] / given
+    obs.measured.update(sweep_samples_per_s={workers: round(given, 1), cap: round(runs[0][0], 1)}, sweep_gain=gain,
+                        sweep_best=cap if gain >= SWEEP_GAIN else workers, sweep_others_cores=round(during, 2))
+    quiet = before is not None and max(before, during) < BUSY_CORES
+    if gain < SWEEP_GAIN or not quiet:
+        if gain >= SWEEP_GAIN:
+            obs.skipped["workers-too-few"] = (
+                f"num_workers={cap} gave {gain:.2f}x the samples/s of the first pass, measured one after the other (batches of "
+                f"{batch_s:.2f} s are too slow for interleaved rounds in this budget), but other programs used "
+                f"{max(before or 0.0, during):.1f} core(s) meanwhile: measure again on a quiet machine or with a larger budget")
+        return None
+    return finding(
+        "workers-too-few", "warning",
+        f"num_workers={cap} gave {gain:.2f}x the samples/s of num_workers={workers} ({runs[0][0]:.1f} against {given:.1f}; "
+        f"batches of {batch_s:.2f} s: one turn of {cap} workers against the first pass, one after the other, other programs "
+        f"using under {BUSY_CORES} core both times){_loop_text(obs)}",
+        f"set num_workers={cap} (the course's rule allows {cap} per rank on this machine's {usable_cpus()} usable core(s))",
+        num_workers=workers, best=cap, speedup=gain, rounds=1)
+
+
+def _loop_text(obs: Observation) -> str:
+    room = loop_headroom(obs)
+    return "" if room is None else (f"; your loop waited {room[0]:.0%} of its time for data: with loading free it would run at "
+                                    f"most {room[1]:.2f}x faster")
+
+
+@rule("workers-too-few", severities=("warning",), phase="measure", budget=3.0, planted="too_few",
+      applies=lambda obs: obs.loader.num_workers < _sweep_cap(),
+      taught_in=("03_loader_bottlenecks", "3. `num_workers` when items cost CPU"),
+      thresholds={"SWEEP_GAIN": (SWEEP_GAIN, "samples/s with more workers over as given, in every interleaved round")})
+def workers_too_few(obs: Observation) -> Finding | None:
+    """A num_workers sweep up to the course's rule: each setting's workers started once, timed in turns (the others paused)."""
+    loader, workers, had = obs.loader, obs.loader.num_workers, obs.slot_left()
+    cap = _sweep_cap()
+    candidates = sorted({w for w in (workers + 1, workers + 2, 2 * workers) if workers < w <= cap})[:2]
+    if not candidates:
+        obs.skipped["workers-too-few"] = f"num_workers={workers} is already the course's rule for this machine ({cap} per rank)"
+        return None
+    room = loop_headroom(obs)
+    if room is not None and room[1] < SWEEP_GAIN:
+        obs.skipped["workers-too-few"] = (
+            f"no sweep: your loop waited {room[0]:.0%} of its time for data (first pass, {len(obs.wait_s) - 1} steps): with "
+            f"loading free it would run at most {room[1]:.2f}x faster, under {SWEEP_GAIN}x, so more workers cannot speed it up "
+            "that much; make the step faster instead")
+        return None
+    batch_s = obs.steady_batch_s - (float(np.mean(obs.step_s[1:])) if obs.step_s[1:] else 0.0)
+    if not (math.isfinite(batch_s) and batch_s > 0):  # one batch read (a one-batch epoch): its wait is the estimate
+        batch_s = obs.first_batch_s if math.isfinite(obs.first_batch_s) and obs.first_batch_s > 0 else 1e-3
+    slow = batch_s >= SLOW_BATCH_S  # then one batch in flight per worker keeps it busy, and a turn takes whole seconds
+
+    def plan(values: list[int]) -> tuple[list[int], float]:
+        """Batches each setting times per turn (about TURN_S of them, at least one per worker, and 2 unless batches are slow),
+        and a round's seconds."""
+        turns = [min(200, max(1 if slow else 2, w, math.ceil(TURN_S * max(1, min(w, cap)) / batch_s))) for w in values]
+        queued = [w * (1 if slow else loader.prefetch_factor or 2) for w in values]
+        return turns, sum((k + q) * batch_s / max(1, min(w, cap)) for k, q, w in zip(turns, queued, values))
+
+    values = [workers, *candidates]
+    per_turn, per_round = plan(values)
+    if 2 * per_round + obs.first_batch_s * len(values) > obs.slot_left() and len(candidates) > 1:
+        values = [workers, candidates[-1]]  # two rounds of every setting would not fit: the most workers the rule allows
+        per_turn, per_round = plan(values)
+    need = 2 * per_round + obs.first_batch_s * len(values)
+    if need > obs.borrow(need):
+        if slow and workers == 0:
+            return _one_turn(obs, workers, batch_s, had)
+        obs.skipped["workers-too-few"] = ("the num_workers sweep did not run: 2 rounds at the batch time measured do not fit; "
+                                          + obs.too_short(need, had))
+        return None
+    timeout = max(1.0, obs.slot_left())
+    loaders = [rebuild(loader, num_workers=w, persistent_workers=w > 0, timeout=timeout, prefetch_factor=1 if slow else None)
+               for w in values]
+    runs = alternating_rates(loaders, time.perf_counter() + obs.slot_left(), per_turn)
+    rounds = len(runs)
+    candidates = values[1:]
+    if rounds < 2:
+        obs.skipped["workers-too-few"] = (f"the num_workers sweep ran {rounds} round(s) of the 2 it needs (about {per_round:.1f} s "
+                                          "each at the batch time measured); " + obs.too_short(need, had))
+        return None
+    by = {w: [runs[r][i] for r in range(rounds)] for i, w in enumerate(values)}
+    ratios = {w: paired_median(by[w], by[workers]) for w in candidates}
+    lowest = {w: min(a / b for a, b in zip(by[w], by[workers]) if b > 0) for w in candidates}
+    obs.measured["sweep_samples_per_s"] = {w: round(float(np.median(by[w])), 1) for w in values}
+    best = max(ratios, key=ratios.__getitem__)
+    won = lowest[best] >= SWEEP_GAIN  # every round, not only the median: a fast loader's rounds scatter
+    obs.measured.update(sweep_best=best if won else workers, sweep_gain=ratios[best])
+    if not won:
+        others = obs.measured.get("other_programs_cores", 0.0)
+        if ratios[best] >= SWEEP_GAIN:
+            obs.skipped["workers-too-few"] = (
+                f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
+                f"paired rounds) but {lowest[best]:.2f}x in its lowest round, under {SWEEP_GAIN}x: not every round agreed")
+        elif others >= BUSY_CORES:  # the workers shared the cores with other programs: say so rather than stay silent
+            obs.skipped["workers-too-few"] = (
+                f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
+                f"paired rounds), under {SWEEP_GAIN}x, but other programs used {others:.1f} core(s) of this machine "
+                f"during the first pass ({usable_cpus()} usable here): the sweep may have been limited by them; sweep "
+                "again on a quiet machine")
+        return None
+    return finding(
+        "workers-too-few", "warning",
+        f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} interleaved "
+        f"rounds, {lowest[best]:.2f}x in the lowest: {obs.measured['sweep_samples_per_s']}){_loop_text(obs)}",
+        f"set num_workers={best} (the course's rule allows {cap} per rank on this machine's {usable_cpus()} usable core(s))",
+        num_workers=workers, best=best, speedup=ratios[best], rounds=rounds)
