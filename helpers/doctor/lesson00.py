@@ -11,9 +11,10 @@ import torch
 
 from helpers.doctor.findings import Finding, fmt_bytes
 from helpers.doctor.measure import ranks_on_node, shm_free_bytes
-from helpers.doctor.reading import alternating_rates, rebuild
+from helpers.doctor.reading import alternating_rates
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
+from helpers.rebuild import rebuild
 
 SHM_WARN_SHARE = 0.5  # batches in flight take this share of free /dev/shm: warning; over all of it: error
 THREADS_GAIN = 1.2    # one thread per worker must give this many times the samples/s in every interleaved round

@@ -12,9 +12,10 @@ from torch.utils.data import DataLoader
 from helpers.doctor.findings import Finding
 from helpers.doctor.measure import cpu_seconds, length, python_payload_mib
 from helpers.doctor.failures import counted, describe_sampler, fix_for, path_of, raised_in, sampler_of, weight_counts
-from helpers.doctor.reading import first_failure, rebuild
+from helpers.doctor.reading import first_failure
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus
+from helpers.rebuild import rebuild
 
 INPUT_BOUND_SHARE = 0.3   # steps that wait for data this share of their time or more
 BUSY_CORES = 0.5          # other programs used this many cores or more while the loader ran (info)

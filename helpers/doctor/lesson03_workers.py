@@ -5,13 +5,15 @@ import math
 import time
 
 import numpy as np
+from torch.utils.data import DataLoader
 
 from helpers.doctor.findings import Finding
 from helpers.doctor.lesson03 import BUSY_CORES
 from helpers.doctor.measure import ranks_on_node
-from helpers.doctor.reading import alternating_rates, rebuild
+from helpers.doctor.reading import alternating_rates, new_samples
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
+from helpers.rebuild import rebuild
 from helpers.timing import others_during, paired_median
 
 SWEEP_GAIN = 1.3  # more workers must give this many times the samples/s, in every paired round
@@ -34,25 +36,49 @@ def loop_headroom(obs: Observation) -> tuple[float, float] | None:
     return share, (loop / step if step > 0 else math.inf)
 
 
+def first_turn_rate(loader: DataLoader, batches: int, deadline: float, distinct: bool = False) -> float | None:
+    """Samples/s over `batches` batches read right after the first (the workers' start-up left out), or None by `deadline`.
+
+    With one batch in flight per worker (prefetch_factor=1), the workers finish their first batches together: the
+    batches timed after the first are a steady turn of every worker, without first taking the ones queued.
+    distinct: count only samples not delivered before (by identity), as alternating_rates does.
+    """
+    iterator = iter(loader)
+    try:
+        seen: set[str] = set()
+        new_samples(next(iterator), seen, distinct)
+        started, samples = time.perf_counter(), 0
+        for _ in range(batches):
+            if time.perf_counter() > deadline:
+                return None
+            samples += new_samples(next(iterator), seen, distinct)
+        return samples / (time.perf_counter() - started)
+    except Exception:  # noqa: BLE001 - an error, a timeout or the epoch's end: no rate
+        return None
+    finally:
+        if getattr(loader, "_iterator", None) is not None:  # private: the persistent workers' iterator
+            loader._iterator._shutdown_workers()
+
+
 def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Finding | None:
     """Batches too slow for interleaved rounds: one turn of the most workers the rule allows, against the first pass's
     batch time, trusted only when other programs left the cores alone during both."""
     loader, cap = obs.loader, _sweep_cap()
-    need = obs.first_batch_s + (2 * cap + 1) * batch_s  # start-up, the batches in flight, then one per worker timed
+    need = 1.2 * obs.first_batch_s + 2 * batch_s  # start-up, then one batch per worker timed (and a margin of one batch)
     if need > obs.borrow(need):
         obs.skipped["workers-too-few"] = ("the num_workers sweep did not run: one turn of the most workers the rule allows at the "
                                           "batch time measured does not fit; " + obs.too_short(need, had))
         return None
     more = rebuild(loader, num_workers=cap, persistent_workers=True, timeout=max(1.0, obs.slot_left()), prefetch_factor=1)
-    runs, during = others_during(lambda: alternating_rates([more], time.perf_counter() + obs.slot_left(), [cap], rounds=1))
+    rate, during = others_during(lambda: first_turn_rate(more, cap, time.perf_counter() + obs.slot_left(), distinct=obs.iterable))
     before = obs.measured.get("other_programs_cores")
-    if not runs:
+    if rate is None:
         obs.skipped["workers-too-few"] = ("the num_workers sweep did not finish its one turn of num_workers="
                                           f"{cap}; " + obs.too_short(need, had))
         return None
     given = (obs.samples / obs.batches) / batch_s
-    gain = runs[0][0] / given
-    obs.measured.update(sweep_samples_per_s={workers: round(given, 1), cap: round(runs[0][0], 1)}, sweep_gain=gain,
+    gain = rate / given
+    obs.measured.update(sweep_samples_per_s={workers: round(given, 1), cap: round(rate, 1)}, sweep_gain=gain,
                         sweep_best=cap if gain >= SWEEP_GAIN else workers, sweep_others_cores=round(during, 2))
     quiet = before is not None and max(before, during) < BUSY_CORES
     if gain < SWEEP_GAIN or not quiet:
@@ -64,7 +90,7 @@ def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Fin
         return None
     return finding(
         "workers-too-few", "warning",
-        f"num_workers={cap} gave {gain:.2f}x the samples/s of num_workers={workers} ({runs[0][0]:.1f} against {given:.1f}; "
+        f"num_workers={cap} gave {gain:.2f}x the samples/s of num_workers={workers} ({rate:.1f} against {given:.1f}; "
         f"batches of {batch_s:.2f} s: one turn of {cap} workers against the first pass, one after the other, other programs "
         f"using under {BUSY_CORES} core both times){_loop_text(obs)}",
         f"set num_workers={cap} (the course's rule allows {cap} per rank on this machine's {usable_cpus()} usable core(s))",
@@ -123,7 +149,7 @@ def workers_too_few(obs: Observation) -> Finding | None:
     timeout = max(1.0, obs.slot_left())
     loaders = [rebuild(loader, num_workers=w, persistent_workers=w > 0, timeout=timeout, prefetch_factor=1 if slow else None)
                for w in values]
-    runs = alternating_rates(loaders, time.perf_counter() + obs.slot_left(), per_turn)
+    runs = alternating_rates(loaders, time.perf_counter() + obs.slot_left(), per_turn, distinct=obs.iterable)
     rounds = len(runs)
     candidates = values[1:]
     if rounds < 2:
@@ -150,9 +176,10 @@ def workers_too_few(obs: Observation) -> Finding | None:
                 f"during the first pass ({usable_cpus()} usable here): the sweep may have been limited by them; sweep "
                 "again on a quiet machine")
         return None
+    unit = "distinct samples/s (an IterableDataset: a sample every worker repeats counts once)" if obs.iterable else "samples/s"
     return finding(
         "workers-too-few", "warning",
-        f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} interleaved "
+        f"num_workers={best} gave {ratios[best]:.2f}x the {unit} of num_workers={workers} (median of {rounds} interleaved "
         f"rounds, {lowest[best]:.2f}x in the lowest: {obs.measured['sweep_samples_per_s']}){_loop_text(obs)}",
         f"set num_workers={best} (the course's rule allows {cap} per rank on this machine's {usable_cpus()} usable core(s))",
         num_workers=workers, best=best, speedup=ratios[best], rounds=rounds)

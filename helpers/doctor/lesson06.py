@@ -5,8 +5,9 @@ import time
 
 from helpers.doctor.findings import Finding
 from helpers.doctor.measure import identities
-from helpers.doctor.reading import LoaderFailed, batches, rebuild
+from helpers.doctor.reading import LoaderFailed, batches
 from helpers.doctor.registry import Observation, finding, rule
+from helpers.rebuild import rebuild
 
 DUPLICATE_SHARE = 0.2  # samples delivered more than once, beyond what num_workers=0 delivers
 

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from helpers.doctor.measure import count, summary
+from helpers.doctor.measure import count, identities, summary
+from helpers.rebuild import rebuild
 
 THREAD_PREFIX = "doctor-"  # every thread the doctor starts is named so: `threads_left()` finds those still running
 
@@ -192,31 +193,6 @@ def threads_left() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()]
 
 
-def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
-    """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn, prefetch_factor)."""
-    workers = changes.get("num_workers", loader.num_workers)
-    kwargs: dict[str, Any] = {
-        "num_workers": workers, "collate_fn": loader.collate_fn, "pin_memory": loader.pin_memory,
-        "worker_init_fn": changes.get("worker_init_fn", loader.worker_init_fn), "generator": loader.generator,
-        "timeout": changes.get("timeout", loader.timeout) if workers > 0 else 0,
-    }
-    if workers > 0:
-        kwargs.update(multiprocessing_context=loader.multiprocessing_context,
-                      prefetch_factor=changes.get("prefetch_factor") or loader.prefetch_factor,
-                      persistent_workers=changes.get("persistent_workers", loader.persistent_workers))
-        if loader.timeout and "timeout" in changes:
-            kwargs["timeout"] = min(loader.timeout, changes["timeout"])
-    if hasattr(loader, "in_order"):
-        kwargs["in_order"] = loader.in_order
-    if isinstance(loader.dataset, IterableDataset):
-        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
-    elif loader.batch_size is None and getattr(loader, "_auto_collation", False):
-        kwargs["batch_sampler"] = loader.batch_sampler  # a custom batch sampler
-    else:
-        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last, sampler=loader.sampler)
-    return DataLoader(loader.dataset, **kwargs)
-
-
 @dataclass(frozen=True)
 class PlainRead:
     """What a num_workers=0 reading raised: its traceback, the part that raised and the index being read (map-style)."""
@@ -273,15 +249,29 @@ def first_failure(loader: DataLoader, wait_s: float) -> PlainRead | None:
     return PlainRead(result["tb"], result["stage"], result.get("index"), result["error"]) if "tb" in result else None
 
 
-def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int | list[int], rounds: int = 3) -> list[list[float]]:
+def new_samples(batch: Any, seen: set[str], distinct: bool) -> int:
+    """The batch's samples; with `distinct`, only those not in `seen` (by identity), which it then holds too."""
+    if not distinct:
+        return count(batch)
+    ids = identities(batch)
+    fresh = len(set(ids) - seen)
+    seen.update(ids)
+    return fresh
+
+
+def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int | list[int], rounds: int = 3,
+                      distinct: bool = False) -> list[list[float]]:
     """Samples/s of each loader, per round, taking turns on workers started once; rounds alternate the order, until `deadline`.
 
     While one loader is timed, the others' workers are paused (SIGSTOP), so refilling their queues cannot take its
     cores; each turn first takes the batches its own workers queued, then times `batches_per_turn`. The loaders
     must have persistent workers (or none); on an error, a hang or the deadline, the rounds so far are returned.
+    distinct: count only samples that loader had not delivered before (by identity): an IterableDataset that every
+    worker reads in full delivers each sample once per worker, and only the first counts.
     """
     per_turn = batches_per_turn if isinstance(batches_per_turn, list) else [batches_per_turn] * len(loaders)
     iterators = [iter(loader) for loader in loaders]
+    seen: list[set[str]] = [set() for _ in loaders]
     pids = [[w.pid for w in getattr(it, "_workers", [])] for it in iterators]  # private: each loader's worker processes
     results: list[list[float]] = []
     try:
@@ -299,13 +289,15 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
                 _signal([p for j, group in enumerate(pids) if j != i for p in group], signal.SIGSTOP)
                 _signal(pids[i], signal.SIGCONT)
                 queued = (loaders[i].prefetch_factor or 2) * loaders[i].num_workers
-                iterators[i] = _take(loaders[i], iterators[i], queued)
+                for _ in range(queued):  # batches its workers queued before the turn: not timed, but seen
+                    iterators[i], batch = _next(loaders[i], iterators[i])
+                    new_samples(batch, seen[i], distinct)
                 started, samples = time.perf_counter(), 0
                 for _ in range(per_turn[i]):
                     if time.perf_counter() > deadline:
                         return results  # the round is not complete: it does not count
                     iterators[i], batch = _next(loaders[i], iterators[i])
-                    samples += count(batch)
+                    samples += new_samples(batch, seen[i], distinct)
                 rates[i] = samples / (time.perf_counter() - started)
             turn_s = (time.perf_counter() - started_round) / len(loaders)
             results.append(rates)
@@ -334,9 +326,3 @@ def _next(loader: DataLoader, iterator: Any) -> tuple[Any, Any]:
     except StopIteration:
         iterator = iter(loader)
         return iterator, next(iterator)
-
-
-def _take(loader: DataLoader, iterator: Any, n: int) -> Any:
-    for _ in range(n):
-        iterator, _ = _next(loader, iterator)
-    return iterator

@@ -1,0 +1,38 @@
+"""A DataLoader with another's settings and some of them changed: the doctor's sweeps, the ledger's tagged twin (lessons 07, 09)."""
+from __future__ import annotations
+
+from typing import Any
+
+from torch.utils.data import DataLoader, IterableDataset
+
+CHANGEABLE = frozenset({"num_workers", "timeout", "persistent_workers", "worker_init_fn", "prefetch_factor", "dataset",
+                        "collate_fn", "loader_class"})
+
+
+def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
+    """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn,
+    prefetch_factor, dataset, collate_fn; loader_class, e.g. torchdata's StatefulDataLoader, else DataLoader)."""
+    unknown = sorted(set(changes) - CHANGEABLE)
+    if unknown:
+        raise ValueError(f"changes: rebuild cannot change {unknown}; it changes {sorted(CHANGEABLE)}")
+    workers = changes.get("num_workers", loader.num_workers)
+    kwargs: dict[str, Any] = {
+        "num_workers": workers, "collate_fn": changes.get("collate_fn", loader.collate_fn), "pin_memory": loader.pin_memory,
+        "worker_init_fn": changes.get("worker_init_fn", loader.worker_init_fn), "generator": loader.generator,
+        "timeout": changes.get("timeout", loader.timeout) if workers > 0 else 0,
+    }
+    if workers > 0:
+        kwargs.update(multiprocessing_context=loader.multiprocessing_context,
+                      prefetch_factor=changes.get("prefetch_factor") or loader.prefetch_factor,
+                      persistent_workers=changes.get("persistent_workers", loader.persistent_workers))
+        if loader.timeout and "timeout" in changes:
+            kwargs["timeout"] = min(loader.timeout, changes["timeout"])
+    if hasattr(loader, "in_order"):
+        kwargs["in_order"] = loader.in_order
+    if isinstance(loader.dataset, IterableDataset):
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
+    elif loader.batch_size is None and getattr(loader, "_auto_collation", False):
+        kwargs["batch_sampler"] = loader.batch_sampler  # a custom batch sampler
+    else:
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last, sampler=loader.sampler)
+    return changes.get("loader_class", DataLoader)(changes.get("dataset", loader.dataset), **kwargs)
