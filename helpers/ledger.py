@@ -117,7 +117,8 @@ class Watched:
                    else _Tagged(loader.dataset))
         collate = loader.collate_fn if loader.collate_fn is not None else default_collate
         self.ledger, self.rank, self.epoch, self.step = ledger, rank, epoch, step
-        self.loader = rebuild(loader, dataset=dataset, collate_fn=_TagCollate(collate), loader_class=type(loader))
+        stateful = type(loader) if hasattr(loader, "state_dict") else DataLoader  # torchdata's StatefulDataLoader stays one
+        self.loader = rebuild(loader, dataset=dataset, collate_fn=_TagCollate(collate), loader_class=stateful)
 
     def __len__(self) -> int:
         return len(self.loader)

@@ -115,7 +115,8 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
     per_turn = min(200, max(2 * workers, math.ceil(TURN_S / max(obs.steady_batch_s, 1e-4))))  # turns long enough to time
     round_s = 2 * (per_turn + workers * (obs.loader.prefetch_factor or 2)) * max(obs.steady_batch_s, 1e-4)
     need = 2 * round_s + 2 * obs.first_batch_s
-    obs.borrow(need)  # the two rounds it needs, from the later rules' share when this rule's own is short of them
+    if obs.borrow(need):  # the two rounds it needs, from the later rules' share when this rule's own is short of them
+        had = obs.slot_left()
     timeout = max(1.0, obs.slot_left())
     pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
             rebuild(obs.loader, persistent_workers=True, timeout=timeout, worker_init_fn=OneThread(obs.loader.worker_init_fn))]

@@ -26,21 +26,22 @@ def _sweep_cap() -> int:
 
 
 def loop_headroom(obs: Observation) -> tuple[float, float] | None:
-    """(share of the loop's time spent waiting for data, how many times faster the loop would run with loading free), from the
-    first pass's steps after the first (medians); None without a step or with fewer than 3 steps."""
+    """(share of the loop's time spent waiting for data, how many times faster the loop would run with loading free: its
+    time over its steps' time), summed over the first pass's steps after the first; None without a step or with fewer
+    than 3 steps. Sums, not medians: workers deliver batches in bunches, and the median wait can be 0 while half the
+    time is waiting."""
     if obs.step is None or len(obs.wait_s) < 3:
         return None
-    loop = float(np.median([w + s for w, s in zip(obs.wait_s[1:], obs.step_s[1:])]))
-    step = float(np.median(obs.step_s[1:]))
-    share = sum(obs.wait_s[1:]) / max(sum(obs.wait_s[1:]) + sum(obs.step_s[1:]), 1e-12)
-    return share, (loop / step if step > 0 else math.inf)
+    wait, step = sum(obs.wait_s[1:]), sum(obs.step_s[1:])
+    return wait / max(wait + step, 1e-12), ((wait + step) / step if step > 0 else math.inf)
 
 
 def first_turn_rate(loader: DataLoader, batches: int, deadline: float, distinct: bool = False) -> float | None:
     """Samples/s over `batches` batches read right after the first (the workers' start-up left out), or None by `deadline`.
 
-    With one batch in flight per worker (prefetch_factor=1), the workers finish their first batches together: the
-    batches timed after the first are a steady turn of every worker, without first taking the ones queued.
+    With one batch in flight per worker (prefetch_factor=1) and N workers, the N - 1 batches after the first were read
+    during start-up, and each later one starts as one is taken: 2N batches after the first take about two batch times
+    of every worker, without first taking the ones queued (uneven start-ups only lower the rate).
     distinct: count only samples not delivered before (by identity), as alternating_rates does.
     """
     iterator = iter(loader)
@@ -64,13 +65,15 @@ def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Fin
     """Batches too slow for interleaved rounds: one turn of the most workers the rule allows, against the first pass's
     batch time, trusted only when other programs left the cores alone during both."""
     loader, cap = obs.loader, _sweep_cap()
-    need = 1.2 * obs.first_batch_s + 2 * batch_s  # start-up, then one batch per worker timed (and a margin of one batch)
-    if need > obs.borrow(need):
+    need = 1.2 * obs.first_batch_s + 3 * batch_s  # start-up, then two batches per worker timed (and a margin of one batch)
+    if not obs.borrow(need):
         obs.skipped["workers-too-few"] = ("the num_workers sweep did not run: one turn of the most workers the rule allows at the "
                                           "batch time measured does not fit; " + obs.too_short(need, had))
         return None
     more = rebuild(loader, num_workers=cap, persistent_workers=True, timeout=max(1.0, obs.slot_left()), prefetch_factor=1)
-    rate, during = others_during(lambda: first_turn_rate(more, cap, time.perf_counter() + obs.slot_left(), distinct=obs.iterable))
+    had = max(had, obs.slot_left())
+    rate, during = others_during(lambda: first_turn_rate(more, 2 * cap, time.perf_counter() + obs.slot_left(),
+                                                         distinct=obs.iterable))
     before = obs.measured.get("other_programs_cores")
     if rate is None:
         obs.skipped["workers-too-few"] = ("the num_workers sweep did not finish its one turn of num_workers="
@@ -82,19 +85,24 @@ def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Fin
                         sweep_best=cap if gain >= SWEEP_GAIN else workers, sweep_others_cores=round(during, 2))
     quiet = before is not None and max(before, during) < BUSY_CORES
     if gain < SWEEP_GAIN or not quiet:
-        if gain >= SWEEP_GAIN:
-            obs.skipped["workers-too-few"] = (
-                f"num_workers={cap} gave {gain:.2f}x the samples/s of the first pass, measured one after the other (batches of "
-                f"{batch_s:.2f} s are too slow for interleaved rounds in this budget), but other programs used "
-                f"{max(before or 0.0, during):.1f} core(s) meanwhile: measure again on a quiet machine or with a larger budget")
+        load = (f"other programs used {max(before, during):.1f} core(s) meanwhile" if before is not None else
+                "the first pass did not measure other programs' load")
+        obs.skipped["workers-too-few"] = (
+            f"num_workers={cap} gave {gain:.2f}x the {_unit(obs)} of the first pass, measured one after the other (batches of "
+            f"{batch_s:.2f} s are too slow for interleaved rounds in this budget); {load}"
+            + ("" if quiet else ": measure again on a quiet machine or with a larger budget"))
         return None
     return finding(
         "workers-too-few", "warning",
-        f"num_workers={cap} gave {gain:.2f}x the samples/s of num_workers={workers} ({rate:.1f} against {given:.1f}; "
+        f"num_workers={cap} gave {gain:.2f}x the {_unit(obs)} of num_workers={workers} ({rate:.1f} against {given:.1f}; "
         f"batches of {batch_s:.2f} s: one turn of {cap} workers against the first pass, one after the other, other programs "
         f"using under {BUSY_CORES} core both times){_loop_text(obs)}",
         f"set num_workers={cap} (the course's rule allows {cap} per rank on this machine's {usable_cpus()} usable core(s))",
         num_workers=workers, best=cap, speedup=gain, rounds=1)
+
+
+def _unit(obs: Observation) -> str:
+    return "distinct samples/s (an IterableDataset: a sample every worker repeats counts once)" if obs.iterable else "samples/s"
 
 
 def _loop_text(obs: Observation) -> str:
@@ -106,7 +114,8 @@ def _loop_text(obs: Observation) -> str:
 @rule("workers-too-few", severities=("warning",), phase="measure", budget=3.0, planted="too_few",
       applies=lambda obs: obs.loader.num_workers < _sweep_cap(),
       taught_in=("03_loader_bottlenecks", "3. `num_workers` when items cost CPU"),
-      thresholds={"SWEEP_GAIN": (SWEEP_GAIN, "samples/s with more workers over as given, in every interleaved round")})
+      thresholds={"SWEEP_GAIN": (SWEEP_GAIN, "samples/s with more workers over as given, in every interleaved round "
+                                             "(one turn on a quiet machine, for batches too slow to interleave)")})
 def workers_too_few(obs: Observation) -> Finding | None:
     """A num_workers sweep up to the course's rule: each setting's workers started once, timed in turns (the others paused)."""
     loader, workers, had = obs.loader, obs.loader.num_workers, obs.slot_left()
@@ -137,15 +146,16 @@ def workers_too_few(obs: Observation) -> Finding | None:
     values = [workers, *candidates]
     per_turn, per_round = plan(values)
     if 2 * per_round + obs.first_batch_s * len(values) > obs.slot_left() and len(candidates) > 1:
-        values = [workers, candidates[-1]]  # two rounds of every setting would not fit: the most workers the rule allows
+        values = [workers, candidates[-1]]  # two rounds of every setting would not fit: the largest candidate alone
         per_turn, per_round = plan(values)
     need = 2 * per_round + obs.first_batch_s * len(values)
-    if need > obs.borrow(need):
+    if not obs.borrow(need):
         if slow and workers == 0:
             return _one_turn(obs, workers, batch_s, had)
         obs.skipped["workers-too-few"] = ("the num_workers sweep did not run: 2 rounds at the batch time measured do not fit; "
                                           + obs.too_short(need, had))
         return None
+    had = max(had, obs.slot_left())
     timeout = max(1.0, obs.slot_left())
     loaders = [rebuild(loader, num_workers=w, persistent_workers=w > 0, timeout=timeout, prefetch_factor=1 if slow else None)
                for w in values]
@@ -160,8 +170,9 @@ def workers_too_few(obs: Observation) -> Finding | None:
     ratios = {w: paired_median(by[w], by[workers]) for w in candidates}
     lowest = {w: min(a / b for a, b in zip(by[w], by[workers]) if b > 0) for w in candidates}
     obs.measured["sweep_samples_per_s"] = {w: round(float(np.median(by[w])), 1) for w in values}
-    best = max(ratios, key=ratios.__getitem__)
-    won = lowest[best] >= SWEEP_GAIN  # every round, not only the median: a fast loader's rounds scatter
+    cleared = [w for w in candidates if lowest[w] >= SWEEP_GAIN]  # every round, not only the median: rounds scatter
+    best = max(cleared or candidates, key=ratios.__getitem__)
+    won = bool(cleared)
     obs.measured.update(sweep_best=best if won else workers, sweep_gain=ratios[best])
     if not won:
         others = obs.measured.get("other_programs_cores", 0.0)
@@ -176,10 +187,9 @@ def workers_too_few(obs: Observation) -> Finding | None:
                 f"during the first pass ({usable_cpus()} usable here): the sweep may have been limited by them; sweep "
                 "again on a quiet machine")
         return None
-    unit = "distinct samples/s (an IterableDataset: a sample every worker repeats counts once)" if obs.iterable else "samples/s"
     return finding(
         "workers-too-few", "warning",
-        f"num_workers={best} gave {ratios[best]:.2f}x the {unit} of num_workers={workers} (median of {rounds} interleaved "
+        f"num_workers={best} gave {ratios[best]:.2f}x the {_unit(obs)} of num_workers={workers} (median of {rounds} interleaved "
         f"rounds, {lowest[best]:.2f}x in the lowest: {obs.measured['sweep_samples_per_s']}){_loop_text(obs)}",
         f"set num_workers={best} (the course's rule allows {cap} per rank on this machine's {usable_cpus()} usable core(s))",
         num_workers=workers, best=best, speedup=ratios[best], rounds=rounds)

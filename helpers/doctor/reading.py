@@ -250,10 +250,11 @@ def first_failure(loader: DataLoader, wait_s: float) -> PlainRead | None:
 
 
 def new_samples(batch: Any, seen: set[str], distinct: bool) -> int:
-    """The batch's samples; with `distinct`, only those not in `seen` (by identity), which it then holds too."""
-    if not distinct:
+    """The batch's samples; with `distinct`, only those not in `seen` (by identity: a key, else a hash of the first
+    tensor's row), which it then holds too."""
+    ids = identities(batch) if distinct else []
+    if not ids:  # nothing to tell samples apart by: every sample counts
         return count(batch)
-    ids = identities(batch)
     fresh = len(set(ids) - seen)
     seen.update(ids)
     return fresh
@@ -290,13 +291,19 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
                 _signal(pids[i], signal.SIGCONT)
                 queued = (loaders[i].prefetch_factor or 2) * loaders[i].num_workers
                 for _ in range(queued):  # batches its workers queued before the turn: not timed, but seen
+                    before = iterators[i]
                     iterators[i], batch = _next(loaders[i], iterators[i])
+                    if iterators[i] is not before:
+                        seen[i].clear()
                     new_samples(batch, seen[i], distinct)
                 started, samples = time.perf_counter(), 0
                 for _ in range(per_turn[i]):
                     if time.perf_counter() > deadline:
                         return results  # the round is not complete: it does not count
+                    before = iterators[i]
                     iterators[i], batch = _next(loaders[i], iterators[i])
+                    if iterators[i] is not before:
+                        seen[i].clear()  # a new epoch: its samples count again
                     samples += new_samples(batch, seen[i], distinct)
                 rates[i] = samples / (time.perf_counter() - started)
             turn_s = (time.perf_counter() - started_round) / len(loaders)

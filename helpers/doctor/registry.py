@@ -88,12 +88,15 @@ class Observation:
         """Seconds left in this rule's own slot (and the budget)."""
         return min(self.slot_end, self.deadline) - time.perf_counter()
 
-    def borrow(self, need_s: float) -> float:
-        """Stretch this rule's slot to `need_s` seconds from now when the budget left holds them (the later rules share
-        what remains), and return the slot's seconds left."""
-        if self.slot_left() < need_s <= self.left():
-            self.slot_end = time.perf_counter() + need_s
-        return self.slot_left()
+    def borrow(self, need_s: float) -> bool:
+        """Whether this rule's slot holds `need_s` seconds from now, stretching it into the later rules' share when the
+        budget left holds them (the later rules share what remains)."""
+        if self.slot_left() >= need_s:
+            return True
+        if need_s > self.left():
+            return False
+        self.slot_end = time.perf_counter() + need_s
+        return True
 
     def too_short(self, need_s: float, had_s: float) -> str:
         """Why a rule did not measure: the seconds it needs, the share of the budget it had, and the --budget that would do."""
