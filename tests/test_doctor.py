@@ -19,7 +19,7 @@ from doctor_corpus import planted
 from doctor_corpus.planted import Fails, Records, Sleepy, Stream
 from doctor_corpus.planted import labelled as tensors
 from helpers import doctor
-from helpers.doctor import lesson00, lesson02, lesson03_workers, reading
+from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, reading
 from helpers.env import cuda_required, usable_cpus
 from helpers.imbalance import class_counts, class_weights, sample_weights
 
@@ -328,6 +328,19 @@ def test_bunched_waits_still_count_as_waiting(monkeypatch):
     assert lesson03_workers.loop_headroom(obs) == pytest.approx((0.232 / 0.632, 0.632 / 0.4))
     found = lesson03_workers.workers_too_few(obs)
     assert found is not None and "your loop waited 37% of its time for data" in found.message and "at most 1.58x" in found.message
+
+
+def test_headspace_takes_the_loops_mean_step_so_bunched_waits_count():
+    """Waits of 1, 1, 105, 1, 1, 1 and 118 ms beside 50 ms steps: the loop took 578 ms for 7 steps, 82.6 ms per step by
+    hand (the median step, 51 ms, left the long waits out and said 1.02x with 40% of the time waiting)."""
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: time.sleep(0.05),
+                             deadline=time.perf_counter() + 30.0)
+    obs.wait_s = [0.2, 0.001, 0.001, 0.105, 0.001, 0.001, 0.001, 0.118]
+    obs.step_s = [0.05] * 8
+    obs.kept = [torch.zeros(8)] * 4
+    found = lesson03.headspace(obs)
+    assert found is not None and found.evidence["loop_ms"] == pytest.approx(1000 * 0.578 / 7)
+    assert "82.6 ms per step as measured (mean)" in found.message and found.evidence["headspace"] > 1.4, found.message
 
 
 def test_a_stream_that_wraps_within_a_turn_counts_its_samples_again():
