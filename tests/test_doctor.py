@@ -257,7 +257,16 @@ def test_new_samples_counts_a_repeated_identity_once_only_when_asked():
     assert reading.new_samples(first, seen, distinct=True) == 4
     assert reading.new_samples(repeat, seen, distinct=True) == 2 and seen == {"0", "1", "2", "3", "4", "5"}
     assert reading.new_samples(repeat, seen, distinct=False) == 4
-    assert reading.new_samples(["a line", "another"], seen, distinct=True) == 1  # no key, no tensor: counted as count() does
+    assert reading.new_samples(["a line", "another"], seen, distinct=True) == 2  # no key, no tensor: counted as count() does
+
+
+def test_count_reads_samples_from_tensors_arrays_or_lists_of_plain_values():
+    from helpers.doctor.measure import count
+
+    assert count((torch.zeros(5, 3), torch.zeros(5))) == 5 and count({"x": np.zeros((7, 2))}) == 7
+    assert count(["one line", "two", "three"]) == 3  # default_collate keeps strings as a list
+    assert count({"text": ["a", "b"], "meta": {"n": 1}}) == 2 and count((["a", "b", "c"], [0, 1, 2])) == 3
+    assert count(torch.tensor(3.0)) == 1 and count({"meta": {}}) == 1
 
 
 def test_the_first_turn_of_an_unsharded_stream_counts_each_sample_once(monkeypatch):

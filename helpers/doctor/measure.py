@@ -119,9 +119,20 @@ def length(obj: Any) -> int | None:
 
 
 def count(batch: Any) -> int:
-    """Samples in a batch: the first dimension of its first tensor or array."""
+    """Samples in a batch: the first dimension of its first tensor or array, else the length of its first list of
+    plain values (default_collate leaves strings as a list: a batch of 32 lines is 32 samples), else 1."""
     found = next((leaf for leaf in leaves(batch) if isinstance(leaf, (torch.Tensor, np.ndarray))), None)
-    return int(found.shape[0]) if found is not None and found.ndim else 1
+    if found is not None:
+        return int(found.shape[0]) if found.ndim else 1
+    return _plain_list_length(batch) or 1
+
+
+def _plain_list_length(value: Any) -> int | None:
+    """The length of the first list or tuple of strings, bytes or numbers in `value` (dicts' values in order)."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (str, bytes, int, float)) for v in value):
+        return len(value)
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return next((n for n in map(_plain_list_length, children) if n), None)
 
 
 def labels(batch: Any) -> np.ndarray | None:
