@@ -4,11 +4,15 @@
 while the ledger writes down, for every batch, the ids of its samples and the worker that read it. For a map-style
 dataset the id is the index the sampler handed out; the dataset is not changed, the watched copy wraps it. For an
 IterableDataset the items must carry their id: `sample_id(item)` reads it (a dict item's "id" by default; give your
-stream's items one, e.g. `{"id": (shard, offset), ...}`). Each `iter()` over a watched loader is one epoch, numbered
-from `epoch` (set it when a run resumes mid-way, with `step` at the batch it resumes at).
+stream's items one, e.g. `{"id": (shard, offset), ...}`); ids are kept as plain values (a tensor id as an int or tuple).
+Each `iter()` over a watched loader is one epoch, numbered from `epoch` (set it when a run resumes mid-way, with `step`
+at the batch it resumes at): a pass stopped early (break, zip) ends its epoch too, as the loader's own next pass starts
+a new one. A DataLoader subclass that changes batches in its own `__iter__` is refused (a copy would not repeat it).
+Rows (`to_rows`) gather ranks' ledgers; a rank that received no batch has no row, so name the ranks in `steps()`.
 """
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
@@ -35,9 +39,14 @@ class Record:
 
 
 def _whole(name: str, value: Any, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    """`value` as an int at least `low` (numpy and torch integers too), else a ValueError naming `name`."""
+    try:
+        whole = operator.index(value)
+    except TypeError:
+        whole = None
+    if isinstance(value, bool) or whole is None or whole < low:
         raise ValueError(f"{name} must be a whole number >= {low}, got {short(value)}")
-    return value
+    return whole
 
 
 def default_sample_id(item: Any) -> Hashable:
@@ -79,7 +88,7 @@ class _TaggedStream(IterableDataset):
     def __iter__(self) -> Iterator[tuple[Hashable, int, Any]]:
         worker = _worker()
         for item in self.dataset:
-            yield self.sample_id(item), worker, item
+            yield _key(self.sample_id(item)), worker, item
 
     def __getattr__(self, name: str) -> Any:  # set_epoch, state_dict, ...: the learner's stream answers
         if name in ("dataset", "sample_id"):
@@ -87,8 +96,19 @@ class _TaggedStream(IterableDataset):
         return getattr(self.dataset, name)
 
 
-def _key(index: Any) -> Hashable:
-    return int(index) if hasattr(index, "__index__") else index
+def _key(value: Any) -> Hashable:
+    """A sample id as a plain hashable value: an index or 0-d tensor as int, a tensor, array or list as a tuple."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # tensors, numpy arrays and scalars
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return tuple(_key(v) for v in value)
+    if hasattr(value, "__index__") and not isinstance(value, bool):
+        return operator.index(value)
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(f"a sample id must be hashable (a number, string or tuple), got {short(value)}") from None
+    return value
 
 
 def _worker() -> int:
@@ -106,6 +126,15 @@ class _TagCollate:
         return [t[0] for t in tagged], [t[1] for t in tagged], self.collate_fn([t[2] for t in tagged])
 
 
+def _copy_class(loader: DataLoader) -> type[DataLoader]:
+    """The class of the watched copy: torchdata's StatefulDataLoader for one (it keeps its state), else DataLoader."""
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError:  # torchdata is pinned, but a learner's own environment may lack it
+        return DataLoader
+    return StatefulDataLoader if isinstance(loader, StatefulDataLoader) else DataLoader
+
+
 class Watched:
     """The same batches as the loader it copies, each written in the ledger as it reaches the loop."""
 
@@ -113,33 +142,43 @@ class Watched:
                  step: int) -> None:
         if loader.batch_size is None and not getattr(loader, "_auto_collation", False):
             raise ValueError("loader: batch_size=None (no batching) is not supported; the ledger records batches")
+        kind = _copy_class(loader)
+        if type(loader).__iter__ is not kind.__iter__:
+            raise ValueError(f"loader: a {type(loader).__name__} changes batches in its own __iter__, which a copy would not "
+                             "repeat; watch the torch DataLoader (or StatefulDataLoader) inside it")
         dataset = (_TaggedStream(loader.dataset, sample_id) if isinstance(loader.dataset, IterableDataset)
                    else _Tagged(loader.dataset))
         collate = loader.collate_fn if loader.collate_fn is not None else default_collate
         self.ledger, self.rank, self.epoch, self.step = ledger, rank, epoch, step
-        stateful = type(loader) if hasattr(loader, "state_dict") else DataLoader  # torchdata's StatefulDataLoader stays one
-        self.loader = rebuild(loader, dataset=dataset, collate_fn=_TagCollate(collate), loader_class=stateful)
+        self._fresh = True  # the next iter() writes at (epoch, step); after any other pass it starts the next epoch
+        self.loader = rebuild(loader, dataset=dataset, collate_fn=_TagCollate(collate), loader_class=kind)
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, step = self.epoch, self.step
+        if not self._fresh:  # the last pass stopped early (break, zip, islice): the loader starts a new epoch, so do we
+            self.epoch, self.step = self.epoch + 1, 0
+        self._fresh = False
+        self.ledger.opened.add((self.epoch, self.rank))
         for ids, workers, batch in self.loader:
-            self.ledger.add(epoch, self.rank, step, ids, workers)
-            step += 1
-            self.step = step
+            self.ledger.add(self.epoch, self.rank, self.step, ids, workers)
+            self.step += 1
             yield batch
-        self.epoch, self.step = epoch + 1, 0
+        self.epoch, self.step, self._fresh = self.epoch + 1, 0, True
 
     def state_dict(self) -> dict[str, Any]:
-        """The copied loader's state (torchdata's StatefulDataLoader), with the ledger's epoch and step."""
+        """The copied loader's state (torchdata's StatefulDataLoader), with the epoch and step the ledger writes next."""
+        if not hasattr(self.loader, "state_dict"):
+            raise TypeError(f"state_dict: a {type(self.loader).__name__} keeps no state; watch a torchdata StatefulDataLoader")
         return {"loader": self.loader.state_dict(), "epoch": self.epoch, "step": self.step}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume the copied loader, and the epoch and step the ledger writes, from `state_dict()`."""
+        if not isinstance(state, dict) or not {"loader", "epoch", "step"} <= set(state):
+            raise ValueError(f"state must be what state_dict() returned (keys loader, epoch, step), got {short(state)}")
         self.loader.load_state_dict(state["loader"])
-        self.epoch, self.step = state["epoch"], state["step"]
+        self.epoch, self.step, self._fresh = _whole("epoch", state["epoch"]), _whole("step", state["step"]), True
 
 
 @dataclass(frozen=True)
@@ -171,6 +210,10 @@ class Ledger:
 
     def __init__(self, records: Iterable[Record] = ()) -> None:
         self.records: list[Record] = list(records)
+        if not all(isinstance(r, Record) for r in self.records):
+            raise TypeError(f"records must be Record objects (Ledger.from_rows reads plain rows), got {short(self.records)}")
+        self.opened: set[tuple[int, int]] = set()  # (epoch, rank) passes that began, batches or not
+        self.batches: set[tuple[int, int, int]] = {(r.epoch, r.rank, r.step) for r in self.records}  # empty ones too
 
     def watch(self, loader: DataLoader, *, rank: int = 0, sample_id: Callable[[Any], Hashable] = default_sample_id,
               epoch: int = 0, step: int = 0) -> Watched:
@@ -183,16 +226,29 @@ class Ledger:
 
     def add(self, epoch: int, rank: int, step: int, samples: Iterable[Hashable], workers: Iterable[int] | None = None) -> None:
         """Write one batch: its samples' ids, in the order received, and the worker that read each (MAIN: none)."""
-        samples = list(samples)
-        workers = [MAIN] * len(samples) if workers is None else list(workers)
+        epoch, rank, step = _whole("epoch", epoch), _whole("rank", rank), _whole("step", step)
+        if isinstance(samples, (str, bytes)) or not isinstance(samples, Iterable):
+            raise TypeError(f"samples must be the batch's sample ids (a list), got {short(samples)}")
+        samples = [_key(s) for s in samples]
+        workers = [MAIN] * len(samples) if workers is None else [_whole("workers", w, MAIN) for w in workers]
         if len(workers) != len(samples):
             raise ValueError(f"workers: one per sample, got {len(workers)} for {len(samples)} samples")
+        self.batches.add((epoch, rank, step))
         self.records.extend(Record(epoch, rank, w, step, s) for w, s in zip(workers, samples))
 
     @classmethod
     def merged(cls, ledgers: Iterable[Ledger]) -> Ledger:
         """One ledger of several (ranks run in one process, gathered from real ranks, or a run and its resumption)."""
-        return cls(r for ledger in ledgers for r in ledger.records)
+        if isinstance(ledgers, Ledger) or not isinstance(ledgers, Iterable):
+            raise TypeError(f"ledgers must be a list of Ledger objects, got {short(ledgers)}")
+        ledgers = list(ledgers)
+        if not all(isinstance(ledger, Ledger) for ledger in ledgers):
+            raise TypeError(f"ledgers must be a list of Ledger objects, got {short(ledgers)}")
+        merged = cls(r for ledger in ledgers for r in ledger.records)
+        for ledger in ledgers:
+            merged.opened |= ledger.opened
+            merged.batches |= ledger.batches
+        return merged
 
     def to_rows(self) -> list[tuple[int, int, int, int, Hashable]]:
         """The records as plain tuples (epoch, rank, worker, step, sample): to gather from ranks or save as JSON."""
@@ -200,29 +256,44 @@ class Ledger:
 
     @classmethod
     def from_rows(cls, rows: Iterable[Iterable[Any]]) -> Ledger:
-        """The ledger `to_rows()` wrote (JSON turns a tuple id into a list: it is turned back)."""
-        return cls(Record(int(e), int(r), int(w), int(s), tuple(x) if isinstance(x, list) else x) for e, r, w, s, x in rows)
+        """The ledger `to_rows()` wrote (JSON turns a tuple id into a list: it is turned back, nested ones too)."""
+        records = []
+        for row in rows:
+            row = list(row)
+            if len(row) != 5:
+                raise ValueError(f"rows: each row is (epoch, rank, worker, step, sample), got {short(row)}")
+            e, r, w, s, x = row
+            records.append(Record(_whole("epoch", e), _whole("rank", r), _whole("worker", w, MAIN), _whole("step", s), _key(x)))
+        return cls(records)
 
     def epochs(self) -> list[int]:
         """The epochs recorded, in order."""
-        return sorted({r.epoch for r in self.records})
+        return sorted({r.epoch for r in self.records} | {e for e, _ in self.opened})
 
     def ranks(self) -> list[int]:
-        """The ranks recorded, in order."""
-        return sorted({r.rank for r in self.records})
+        """The ranks recorded (a watched rank that received no batch too), in order."""
+        return sorted({r.rank for r in self.records} | {r for _, r in self.opened})
 
     def received(self, epoch: int, rank: int | None = None) -> list[Hashable]:
         """The ids one rank (or all, rank by rank) received in `epoch`, in the order received."""
+        epoch = _whole("epoch", epoch)
+        rank = None if rank is None else _whole("rank", rank)
         chosen = [r for r in self.records if r.epoch == epoch and (rank is None or r.rank == rank)]
         return [r.sample for r in sorted(chosen, key=lambda r: (r.rank, r.step))]  # stable: a batch keeps its order
 
     def counts(self, epoch: int) -> Counter:
         """How often each id was delivered in `epoch`, over all ranks."""
+        epoch = _whole("epoch", epoch)
         return Counter(r.sample for r in self.records if r.epoch == epoch)
 
     def coverage(self, epoch: int, expected: Iterable[Hashable] | int) -> Coverage:
         """`epoch`'s delivery against the samples it should hold (ids, or n for indices 0..n-1), each exactly once."""
-        wanted = list(range(_whole("expected", expected))) if isinstance(expected, int) else list(expected)
+        if hasattr(expected, "__index__") or isinstance(expected, float):
+            wanted: list[Hashable] = list(range(_whole("expected", expected)))
+        elif isinstance(expected, Iterable) and not isinstance(expected, (str, bytes)):
+            wanted = [_key(s) for s in expected]
+        else:
+            raise TypeError(f"expected must be the sample ids or their number, got {short(expected)}")
         counts, universe = self.counts(epoch), set(wanted)
         return Coverage(epoch, len(universe), sum(counts.values()), [s for s in wanted if s not in counts],
                         {s: n for s, n in counts.items() if n > 1 and s in universe},
@@ -230,24 +301,34 @@ class Ledger:
 
     def overlap(self, epoch: int) -> dict[tuple[int, int], int]:
         """Per pair of ranks, how many distinct ids both received in `epoch`."""
+        epoch = _whole("epoch", epoch)
         seen = {rank: {r.sample for r in self.records if r.epoch == epoch and r.rank == rank} for rank in self.ranks()}
         ranks = sorted(seen)
         return {(a, b): len(seen[a] & seen[b]) for i, a in enumerate(ranks) for b in ranks[i + 1:]}
 
-    def steps(self, epoch: int) -> dict[int, int]:
-        """Per rank, the number of batches (steps) it received in `epoch`: unequal counts hang DDP."""
-        return {rank: len({r.step for r in self.records if r.epoch == epoch and r.rank == rank}) for rank in self.ranks()}
+    def steps(self, epoch: int, ranks: Iterable[int] | None = None) -> dict[int, int]:
+        """Per rank, the batches (steps) it received in `epoch`, empty ones too: unequal counts hang DDP. `ranks`: every
+        rank that should appear (e.g. range(world_size)), so a rank gathered with no row at all shows 0."""
+        epoch = _whole("epoch", epoch)
+        every = set(self.ranks()) | ({_whole("ranks", r) for r in ranks} if ranks is not None else set())
+        return {rank: sum(1 for e, r, _ in self.batches if e == epoch and r == rank) for rank in sorted(every)}
 
     def per_worker(self, epoch: int) -> dict[tuple[int, int], int]:
         """Per (rank, worker), how many samples it read in `epoch` (worker MAIN = -1: read in the main process)."""
+        epoch = _whole("epoch", epoch)
         return dict(sorted(Counter((r.rank, r.worker) for r in self.records if r.epoch == epoch).items()))
 
     def same_order(self, epoch_a: int, epoch_b: int) -> bool:
         """Whether every rank received the same ids in the same order in both epochs (a sampler whose epoch never changed)."""
+        for name, epoch in (("epoch_a", epoch_a), ("epoch_b", epoch_b)):
+            if _whole(name, epoch) not in self.epochs():
+                raise ValueError(f"{name}: epoch {epoch} was not recorded (recorded: {self.epochs()})")
         return all(self.received(epoch_a, rank) == self.received(epoch_b, rank) for rank in self.ranks())
 
     def first_difference(self, other: Ledger) -> str | None:
         """Where this ledger's deliveries first differ from `other`'s, per epoch and rank in order received; None if they match."""
+        if not isinstance(other, Ledger):
+            raise TypeError(f"other must be a Ledger, got {short(other)}")
         for epoch in sorted(set(self.epochs()) | set(other.epochs())):
             for rank in sorted(set(self.ranks()) | set(other.ranks())):
                 mine, theirs = self.received(epoch, rank), other.received(epoch, rank)

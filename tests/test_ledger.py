@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -170,3 +171,95 @@ def test_bad_arguments_are_named():
         default_sample_id((1, 2))
     with pytest.raises(ValueError, match="expected must be a whole number >= 0, got -3"):
         ledger.coverage(0, -3)
+
+
+def test_a_pass_stopped_early_still_ends_its_epoch():
+    """break, zip or islice end a pass; the loader's next pass is a new epoch, and the ledger's too (the contract probe
+    saw the next pass written into epoch 0 at step 1)."""
+    ledger = Ledger()
+    watched = ledger.watch(DataLoader(Squares(10), batch_size=2))
+    for _ in watched:
+        break
+    for _ in zip(range(2), watched):
+        pass
+    list(watched)
+    assert ledger.epochs() == [0, 1, 2] and ledger.steps(0) == {0: 1} and ledger.steps(1) == {0: 2} and ledger.steps(2) == {0: 5}
+    assert ledger.received(0) == [0, 1] and ledger.received(1) == [0, 1, 2, 3] and ledger.coverage(2, 10).exactly_once
+
+
+def test_a_rank_that_received_nothing_counts_zero_steps():
+    """4 ranks, 3 single-sample batches: rank 3 gets none, the hang DDP would show. Gathered as rows, a rank with no row
+    appears only when the ranks are named."""
+    ledger = Ledger()
+    for rank in range(4):
+        for _ in ledger.watch(DataLoader(Squares(3), batch_sampler=[[rank]] if rank < 3 else []), rank=rank):
+            pass
+    assert ledger.steps(0) == {0: 1, 1: 1, 2: 1, 3: 0}
+    gathered = Ledger.from_rows(ledger.to_rows())
+    assert gathered.steps(0) == {0: 1, 1: 1, 2: 1} and gathered.steps(0, ranks=range(4)) == {0: 1, 1: 1, 2: 1, 3: 0}
+    ledger.add(1, 0, 0, [5])
+    ledger.add(1, 0, 1, [])  # an empty batch is still a step
+    ledger.add(1, 0, 2, [6])
+    assert ledger.steps(1)[0] == 3
+
+
+def test_ids_are_plain_values_whatever_the_stream_yields():
+    """Tensor ids count by value, not by object, and rows survive JSON, nested tuples too."""
+
+    class TensorIds(IterableDataset):
+        def __iter__(self):
+            for i in range(10):
+                yield {"id": torch.tensor(i % 5), "x": torch.zeros(1)}
+
+    ledger = Ledger()
+    for _ in ledger.watch(DataLoader(TensorIds(), batch_size=5)):
+        pass
+    assert ledger.counts(0) == {i: 2 for i in range(5)}
+    ledger.add(1, 0, 0, [(0, (3, 4))])
+    back = Ledger.from_rows(json.loads(json.dumps(ledger.to_rows())))
+    assert back.to_rows() == ledger.to_rows() and back.counts(1) == {(0, (3, 4)): 1}
+
+
+def test_a_loader_subclass_that_changes_batches_is_refused_and_a_plain_one_is_copied():
+    class Doubled(DataLoader):
+        def __iter__(self):
+            return (batch * 2 for batch in super().__iter__())
+
+    class Named(DataLoader):
+        def __init__(self, tag: str, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.tag = tag
+
+    with pytest.raises(ValueError, match="loader: a Doubled changes batches in its own __iter__"):
+        Ledger().watch(Doubled([10, 11], batch_size=1))
+    assert [b.tolist() for b in Ledger().watch(Named("x", [10, 11], batch_size=1))] == [[10], [11]]
+
+
+def test_bad_arguments_to_the_ledger_are_named():
+    import numpy as np
+
+    ledger = Ledger()
+    for call, error, text in [
+        (lambda: ledger.add(-1, 0, 0, [1]), ValueError, "epoch must be a whole number >= 0, got -1"),
+        (lambda: ledger.add(0, 0, 0, 5), TypeError, "samples must be the batch's sample ids"),
+        (lambda: ledger.add(0, 0, 0, [[1, {}]]), ValueError, "a sample id must be hashable"),
+        (lambda: ledger.add(0, 0, 0, [1], [-5]), ValueError, "workers must be a whole number >= -1, got -5"),
+        (lambda: Ledger([1, 2]), TypeError, "records must be Record objects"),
+        (lambda: Ledger.merged(ledger), TypeError, "ledgers must be a list of Ledger objects"),
+        (lambda: Ledger.merged([ledger, 5]), TypeError, "ledgers must be a list of Ledger objects"),
+        (lambda: Ledger.from_rows([[0, 0, 0]]), ValueError, "rows: each row is (epoch, rank, worker, step, sample)"),
+        (lambda: Ledger.from_rows([["a", 0, 0, 0, 1]]), ValueError, "epoch must be a whole number >= 0, got 'a'"),
+        (lambda: ledger.coverage(0, None), TypeError, "expected must be the sample ids or their number"),
+        (lambda: ledger.coverage(0, 2.5), ValueError, "expected must be a whole number >= 0, got 2.5"),
+        (lambda: ledger.first_difference([]), TypeError, "other must be a Ledger"),
+        (lambda: ledger.received("0"), ValueError, "epoch must be a whole number >= 0, got '0'"),
+        (lambda: ledger.same_order(0, 1), ValueError, "epoch_a: epoch 0 was not recorded"),
+        (lambda: ledger.watch(DataLoader(Squares(4))).state_dict(), TypeError, "state_dict: a DataLoader keeps no state"),
+    ]:
+        with pytest.raises(error, match=re.escape(text)):
+            call()
+    assert ledger.coverage(0, np.int64(3)).missing == [0, 1, 2] and ledger.watch(DataLoader(Squares(4)), rank=np.int64(1)).rank == 1
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    with pytest.raises(ValueError, match="state must be what state_dict\\(\\) returned"):
+        ledger.watch(StatefulDataLoader(Squares(4))).load_state_dict({})
