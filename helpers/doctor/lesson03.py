@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from helpers.doctor.findings import Finding
 from helpers.doctor.measure import cpu_seconds, length, python_payload_mib
 from helpers.doctor.failures import counted, describe_sampler, fix_for, path_of, raised_in, sampler_of, weight_counts
-from helpers.doctor.reading import first_failure
+from helpers.doctor.reading import first_failure, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus
 from helpers.rebuild import rebuild
@@ -180,8 +180,7 @@ def startup_cost(obs: Observation) -> Finding | None:
         except Exception:  # noqa: BLE001 - a failure here was not seen in the first pass; say less
             break
         finally:
-            if persistent._iterator is not None:  # private: the persistent workers' iterator
-                persistent._iterator._shutdown_workers()
+            stop_workers(persistent)
         savings.append(cold - warm)
     if not savings:
         obs.skipped["startup-cost"] = (f"persistent workers were not compared: reading an epoch ({epoch_s:.1f} s) with them and "

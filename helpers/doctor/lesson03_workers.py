@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 from helpers.doctor.findings import Finding
 from helpers.doctor.lesson03 import BUSY_CORES
 from helpers.doctor.measure import ranks_on_node
-from helpers.doctor.reading import alternating_rates, new_samples
+from helpers.doctor.reading import alternating_rates, new_samples, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
 from helpers.rebuild import rebuild
@@ -65,8 +65,7 @@ def first_turn_rate(loader: DataLoader, batches: int, deadline: float, distinct:
     except Exception:  # noqa: BLE001 - an error, a timeout or the epoch's end: no rate
         return None
     finally:
-        if getattr(loader, "_iterator", None) is not None:  # private: the persistent workers' iterator
-            loader._iterator._shutdown_workers()
+        stop_workers(loader)
 
 
 def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Finding | None:

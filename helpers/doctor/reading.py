@@ -313,9 +313,14 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
     finally:
         _signal([p for group in pids for p in group], signal.SIGCONT)  # a paused worker would hold shutdown
         for loader in loaders:
-            if getattr(loader, "_iterator", None) is not None:  # private: the persistent workers' iterator
-                loader._iterator._shutdown_workers()
+            stop_workers(loader)
     return results
+
+
+def stop_workers(loader: DataLoader) -> None:
+    """Stop a persistent-workers loader's workers now (the loader keeps its iterator, and with it the workers, otherwise)."""
+    if getattr(loader, "_iterator", None) is not None:  # private: the persistent workers' iterator
+        loader._iterator._shutdown_workers()
 
 
 def _signal(pids: list[int], sig: signal.Signals) -> None:
