@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 import math
 import multiprocessing
+import multiprocessing.util
 import os
 import platform
 import shutil
@@ -221,6 +222,17 @@ def workers_per_rank(ranks: int = 1, cores: int | None = None) -> int:
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ValueError(f"cores must be a positive int, got {cores!r}")
     return max(0, (cores + 1) // ranks - 1)
+
+
+def share_worker_temp_dir() -> str:
+    """Make multiprocessing's temporary folder in this process now, so the workers started later share it (lessons 00, 03-08).
+
+    A worker that sends its first tensor makes its own /tmp/pymp-* folder for the socket that hands the tensor's memory
+    over, and removes it when it exits; a worker stopped during its first batch can still be making the socket while the
+    folder is removed, and prints "OSError: [Errno 39] Directory not empty: '/tmp/pymp-...'" or leaves the folder behind.
+    Workers inherit a folder their parent already made, and only the process that made it removes it, once, at exit.
+    """
+    return multiprocessing.util.get_temp_dir()
 
 
 def _package_version(name: str) -> str | None:

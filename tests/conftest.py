@@ -197,7 +197,11 @@ class ExecutedNotebooks:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the plugin that keeps the suite's executed notebooks for the site."""
+    """Register the plugin that keeps the suite's executed notebooks for the site; the tests' DataLoader workers share
+    one multiprocessing temporary folder, removed when pytest exits (helpers.env.share_worker_temp_dir)."""
+    from helpers import env
+
+    env.share_worker_temp_dir()
     if not config.pluginmanager.has_plugin(ExecutedNotebooks.name):
         config.pluginmanager.register(ExecutedNotebooks(), ExecutedNotebooks.name)
 

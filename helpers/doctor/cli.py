@@ -13,6 +13,7 @@ from typing import Any
 from helpers._validate import short
 from helpers.doctor.reading import threads_left
 from helpers.doctor.run import diagnose
+from helpers.env import share_worker_temp_dir
 
 OK, FOUND_ERROR, COULD_NOT_RUN = 0, 1, 2
 EPILOG = """exit status:
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=30.0, help="seconds the measurements may take (default 30)")
     parser.add_argument("--device", help="the device batches go to (e.g. cuda), for the pinning checks")
     args = parser.parse_args(argv)  # bad arguments: argparse exits with status 2
+    share_worker_temp_dir()  # the loader's workers share one temporary folder, removed when the doctor exits
     try:
         loader = load(args.loader, "loader")()
         step = load(args.step, "--step") if args.step else None
