@@ -1,9 +1,9 @@
 """Speed claims that hold on a busy machine: this machine's ceiling right now, and the share of it a change used (lessons 03, 07).
 
 A parallel speed-up can only show where cores are free. `parallel_speedup` measures that ceiling with plain
-processes; `bracketed` measures it just before and just after a measurement, counts the cores other programs used
-during it (`others_during`), and keeps the lowest of the two ceilings and the cores those programs left free, so load
-that came or went in between lowers it; `Headroom`
+processes; `bracketed_each` measures it just before and just after a round of measurements, counts the cores other
+programs used during each (`others_during`), and keeps the lowest of the two ceilings and the cores those programs left
+free during the busiest measurement, so load that came or went in between lowers it; `Headroom`
 pairs each round's speed-up with that round's ceiling and asserts only on rounds that had room.
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ from helpers.workloads import spin, spin_iterations_per_ms
 
 T = TypeVar("T")
 K = TypeVar("K")
+# CPU times advance in ticks of 10 ms (USER_HZ 100): over a shorter measurement one tick reads as a busy core
+OTHERS_MIN_S = 0.5
 HEADROOM = 1.3  # a ceiling below this: other programs hold the cores, too few are free for a parallel speed-up to show
 
 
@@ -106,15 +108,34 @@ def others_during(measure: Callable[[], T]) -> tuple[T, float]:
     return result, max(0.0, (busy_after - busy) - (own_after - own)) / max(wall, 1e-9)
 
 
+def bracketed_each(measures: Mapping[K, Callable[[], T]], processes: int = 2) -> tuple[dict[K, T], float]:
+    """Each of `measures` once, in order, and their ceiling: the lowest of the ceilings measured just before and just
+    after them and the cores other programs left free, over all of them and during each that lasted OTHERS_MIN_S or
+    more, so load that hit one of them is not averaged away over the rest (lessons 03, 07)."""
+    if not isinstance(measures, Mapping) or not measures or not all(callable(m) for m in measures.values()):
+        raise ValueError(f"measures must map names to callables taking no arguments, at least one, got {short(measures)}")
+    results: dict[K, T] = {}
+    others = []
+
+    def each() -> None:
+        for name, measure in measures.items():
+            start = time.perf_counter()
+            results[name], busy = others_during(measure)
+            if time.perf_counter() - start >= OTHERS_MIN_S:
+                others.append(busy)
+
+    before = parallel_speedup(processes)
+    _, overall = others_during(each)
+    free = len(os.sched_getaffinity(0)) - max([overall, *others])
+    return results, min(before, parallel_speedup(processes), free)
+
+
 def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:
-    """measure()'s result and its ceiling: the lowest of the ceilings measured just before and just after it and
-    the cores other programs left free during it (lessons 03, 07)."""
+    """measure()'s result and its ceiling, as bracketed_each measures it for one measure (lessons 03, 07)."""
     if not callable(measure):
         raise TypeError(f"measure must be a callable taking no arguments, got {short(measure)}")
-    before = parallel_speedup(processes)
-    result, others = others_during(measure)
-    free = len(os.sched_getaffinity(0)) - others
-    return result, min(before, parallel_speedup(processes), free)
+    results, ceiling = bracketed_each({0: measure}, processes)
+    return results[0], ceiling
 
 
 @dataclass(frozen=True)

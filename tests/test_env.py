@@ -155,7 +155,7 @@ def test_workers_per_rank_names_bad_input(ranks, cores, match):
 
 
 WORKER_TEMP_DIR_SCRIPT = """
-import multiprocessing.util, sys
+import multiprocessing.util
 import torch
 from torch.utils.data import DataLoader, Dataset
 from helpers import env
@@ -166,30 +166,31 @@ class Where(Dataset):
     def __getitem__(self, i):
         return torch.zeros(8), multiprocessing.util.get_temp_dir()
 
-if sys.argv[1] == "share":
-    parent = env.share_worker_temp_dir()
-    assert env.share_worker_temp_dir() == parent  # made once
-for stop_after in (1, 1, 1, None):  # stopped during the other workers' first batch, then an epoch to its end
+def folders(stop_after=None):
     seen = set()
     for step, (_, where) in enumerate(DataLoader(Where(), batch_size=4, num_workers=2, multiprocessing_context="fork")):
         seen.update(where)
         if stop_after is not None and step + 1 >= stop_after:
             break
-print(sorted(seen))
+    return sorted(seen)
+
+alone = folders()  # what torch and multiprocessing do alone: each worker makes its own, removed as it exits
+parent = env.share_worker_temp_dir()
+assert env.share_worker_temp_dir() == parent  # made once
+shared = [folders(stop_after) for stop_after in (1, 1, 1, None)]  # stopped during a worker's first batch, then to the end
+print(repr((alone, parent, shared)))
 """
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs the fork start method")
-@pytest.mark.parametrize("mode", ["share", "alone"])
-def test_share_worker_temp_dir_keeps_one_folder_made_and_removed_by_this_process(tmp_path, mode):
+def test_share_worker_temp_dir_keeps_one_folder_made_and_removed_by_this_process(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
-    result = subprocess.run([sys.executable, "-c", WORKER_TEMP_DIR_SCRIPT, mode], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", WORKER_TEMP_DIR_SCRIPT], capture_output=True, text=True,
                             cwd=ROOT, env={**os.environ, "TMPDIR": str(temp)}, timeout=120)
     assert result.returncode == 0, result.stderr
-    folders = ast.literal_eval(result.stdout.strip().splitlines()[-1])
-    if mode == "share":  # the workers used the parent's folder, which is gone with the parent
-        assert len(folders) == 1 and Path(folders[0]).parent == temp
-        assert list(temp.iterdir()) == [], "a pymp-* folder was left behind"
-    else:  # what torch and multiprocessing do alone: each worker makes its own (the case share_worker_temp_dir avoids)
-        assert len(folders) == 2
+    alone, parent, shared = ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    assert len(alone) == 2 and parent not in alone  # the case share_worker_temp_dir avoids
+    assert Path(parent).parent == temp and shared[-1] == [parent]  # the workers used the parent's folder
+    assert all(seen == [parent] for seen in shared[:-1] if seen)
+    assert list(temp.iterdir()) == [], "a pymp-* folder was left behind"

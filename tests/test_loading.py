@@ -186,13 +186,14 @@ def test_sweep_progress_warm_up_and_settings_by_hand(monkeypatch, ceiling_proces
         runs.append((loader.num_workers, num_batches, warmup_batches))
         return loading.LoaderBenchmark(100.0, 0.1, (0.01,), 1, 4)
 
-    def fake_bracketed(measure, processes):
+    def fake_bracketed(measures, processes):
         ceilings.append(processes)
-        return measure(), 1.5
+        return {name: measure() for name, measure in measures.items()}, 1.5
 
     monkeypatch.setattr(sweeps, "benchmark_loader", fake_benchmark)
-    monkeypatch.setattr(sweeps, "bracketed", fake_bracketed)
-    sweep = sweep_loader(InMemoryDataset(64), values=values, repeats=2, num_batches=5, warmup_batches=warmup_batches,
+    monkeypatch.setattr(sweeps, "bracketed_each", fake_bracketed)
+    dataset = InMemoryDataset(64)
+    sweep = sweep_loader(dataset, values=values, repeats=2, num_batches=5, warmup_batches=warmup_batches,
                          progress=progress, ceiling_processes=ceiling_processes, batch_size=4, prefetch_factor=prefetch_factor)
     (bar,) = ProgressBar.made
     total = 2 * 2 + (2 if ceiling_processes else 0)
@@ -201,7 +202,7 @@ def test_sweep_progress_warm_up_and_settings_by_hand(monkeypatch, ceiling_proces
     assert sorted(runs) == sorted([(values[0], 5, burst[0]), (values[1], 5, burst[1])] * 2)
     assert ceilings == [ceiling_processes] * 2 if ceiling_processes else ceilings == []
     assert sweep.ceilings == ((1.5, 1.5) if ceiling_processes else ())
-    assert sweep.settings == {"dataset": repr(InMemoryDataset(64)), "values": values, "repeats": 2, "num_batches": 5,
+    assert sweep.settings == {"dataset": repr(dataset), "values": values, "repeats": 2, "num_batches": 5,
                               "warmup_batches": "prefetch burst" if warmup_batches is None else 0, "batch_size": 4,
                               "prefetch_factor": prefetch_factor}
 

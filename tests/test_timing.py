@@ -139,3 +139,30 @@ def test_measure_must_be_callable():
     for call in (timing.others_during, timing.bracketed):
         with pytest.raises(TypeError, match="measure must be a callable taking no arguments, got None"):
             call(None)
+    for bad in ({}, {"a": None}, [lambda: 1]):
+        with pytest.raises(ValueError, match="measures must map names to callables"):
+            timing.bracketed_each(bad)
+
+
+def _fake_round(monkeypatch, busy: dict, min_s: float) -> None:
+    """Ceilings of 1.9x before and after, 2 cores, and others_during reading `busy` by the measure's result (the whole round: 0.65)."""
+    monkeypatch.setattr(timing, "parallel_speedup", lambda processes: 1.9)
+    monkeypatch.setattr(timing.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(timing, "OTHERS_MIN_S", min_s)
+
+    def fake_others(measure):
+        result = measure()
+        return result, busy.get(result, 0.65)
+    monkeypatch.setattr(timing, "others_during", fake_others)
+
+
+def test_bracketed_each_keeps_the_cores_left_free_during_the_busiest_measure(monkeypatch):
+    _fake_round(monkeypatch, {"quiet": 0.1, "hit": 1.2}, min_s=0.0)
+    results, ceiling = timing.bracketed_each({"a": lambda: "quiet", "b": lambda: "hit"})
+    assert list(results.items()) == [("a", "quiet"), ("b", "hit")]
+    assert ceiling == pytest.approx(0.8)  # 2 cores - 1.2 used by others during "hit", not the round's 0.65
+
+
+def test_bracketed_each_judges_a_measure_too_short_to_read_with_the_round(monkeypatch):
+    _fake_round(monkeypatch, {"quiet": 0.1, "hit": 1.2}, min_s=60.0)
+    assert timing.bracketed_each({"a": lambda: "quiet", "b": lambda: "hit"})[1] == pytest.approx(1.35)  # 2 - 0.65

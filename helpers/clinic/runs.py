@@ -24,7 +24,7 @@ from helpers.clinic.script import (BATCH_SIZE, CLASS_COUNTS, EPOCHS, MINORITY, N
 from helpers.loading import StepTimer, warmup_for
 from helpers.memory import process_memory
 from helpers.metrics import per_class_recall, scores
-from helpers.timing import Headroom, bracketed, interleaved
+from helpers.timing import Headroom, bracketed_each, interleaved
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: in
     speedups, ceilings = [], []
     for index in range(rounds):
         ends = (0, len(ladder) - 1) if index % 2 == 0 else (len(ladder) - 1, 0)
-        pair, ceiling = bracketed(lambda: {rung: measure_speed(ladder[rung], steps=steps, seed=seed)
-                                           for rung in ends})
+        pair, ceiling = bracketed_each({rung: functools.partial(measure_speed, ladder[rung], steps=steps, seed=seed)
+                                        for rung in ends})
         speedups.append(pair[len(ladder) - 1].samples_per_s / pair[0].samples_per_s)
         ceilings.append(ceiling)
         for rung in range(len(ladder)):

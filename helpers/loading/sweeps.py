@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from helpers._validate import as_int, short
 from helpers.loading.benchmark import LoaderBenchmark, benchmark_loader, warmup_for
-from helpers.timing import Headroom, bracketed, interleaved
+from helpers.timing import Headroom, bracketed_each
 from helpers.workloads import SlowDataset
 
 # DataLoader arguments a sweep may vary, with the smallest value each accepts.
@@ -223,16 +223,17 @@ def sweep_loader(
             bar.update()
             return result
 
-        def one_round() -> None:
-            for i, result in interleaved({i: partial(measure, value) for i, value in enumerate(values)}, 1).items():
-                runs[i].extend(result)
-
-        for _ in range(repeats):  # rounds: a burst of load from other programs hits every value (and the ceiling) alike
-            if ceiling_processes:  # the ceiling just before and just after the round, the lower kept: load that came mid-round counts
-                ceilings.append(bracketed(one_round, ceiling_processes)[1])
+        for number in range(repeats):  # rounds: a burst of load from other programs hits every value (and the ceiling) alike
+            order = list(enumerate(values))[::-1 if number % 2 else 1]  # every other round reversed: none always first
+            measures = {i: partial(measure, value) for i, value in order}
+            if ceiling_processes:  # the ceiling just before and after the round, and the cores left free during each value
+                results, ceiling = bracketed_each(measures, ceiling_processes)
+                ceilings.append(ceiling)
                 bar.update()
             else:
-                one_round()
+                results = {i: one() for i, one in measures.items()}
+            for i, result in results.items():
+                runs[i].append(result)
     rows = tuple(SweepRow(value=value, runs=tuple(runs[i])) for i, value in enumerate(values))
     settings = {"dataset": repr(dataset), "values": list(values), "repeats": repeats, "num_batches": num_batches,
                 "warmup_batches": "prefetch burst" if warmup_batches is None else warmup_batches, **_jsonable(loader_kwargs)}
