@@ -1,7 +1,8 @@
 """The resume oracle (issue 36): every sampler or stream the course ships with set_epoch or state_dict, run over ranks x
 epochs with a checkpoint at every kind of point, must deliver what the uninterrupted run delivers, and its documented
 epoch target (each index once, equal steps per rank, windows up to rounding). The expected values come from the
-uninterrupted run of a fresh object and from counting, not from the state the sampler reports about itself."""
+uninterrupted run of a fresh object and from counting, not from the state the sampler reports about itself; through
+StatefulDataLoader, what the loop received is read from a ledger (helpers.ledger) and compared sample by sample."""
 from __future__ import annotations
 
 import importlib
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 import helpers
 from helpers import samplers, sequence_samplers, streaming
+from helpers.ledger import Ledger, default_sample_id
 
 EPOCHS = 3
 
@@ -225,53 +227,59 @@ def test_a_checkpoint_anywhere_resumes_exactly_the_rest(kind):
     run()
 
 
-def _loader_case(kind: type, workers: int) -> Callable[[], tuple[Any, Any]]:
-    """A fresh (sampler-or-stream, StatefulDataLoader) pair over 40 items, batches of 2 where the sampler yields indices."""
+def _loader_case(kind: type, workers: int) -> tuple[int, Callable[[int], tuple[Any, Any]]]:
+    """(ranks, make): make(rank) is a fresh (sampler-or-stream, StatefulDataLoader) pair over 40 items, batches of 2
+    where the sampler yields indices; the distributed samplers over 2 ranks."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     lengths = [3, 9, 1, 7, 7, 2, 8, 5, 6, 4] * 4
     builds = {
-        samplers.DistributedWeightedSampler: lambda: samplers.DistributedWeightedSampler(
-            np.linspace(1, 2, 40), 2, 0, seed=3),
-        sequence_samplers.BucketBatchSampler: lambda: sequence_samplers.BucketBatchSampler(lengths, batch_size=4),
-        sequence_samplers.DistributedBucketSampler: lambda: sequence_samplers.DistributedBucketSampler(
-            lengths, 2, 1, max_tokens=20),
-        sequence_samplers.MixtureSampler: lambda: sequence_samplers.MixtureSampler([10, 30], [1, 1], 20, window=4),
-        streaming.SeekableCountedStream: lambda: streaming.SeekableCountedStream(20),
+        samplers.DistributedWeightedSampler: (2, lambda rank: samplers.DistributedWeightedSampler(
+            np.linspace(1, 2, 40), 2, rank, seed=3)),
+        sequence_samplers.BucketBatchSampler: (1, lambda rank: sequence_samplers.BucketBatchSampler(lengths, batch_size=4)),
+        sequence_samplers.DistributedBucketSampler: (2, lambda rank: sequence_samplers.DistributedBucketSampler(
+            lengths, 2, rank, max_tokens=20)),
+        sequence_samplers.MixtureSampler: (2, lambda rank: sequence_samplers.MixtureSampler(
+            [10, 30], [1, 1], 20, window=4, num_replicas=2, rank=rank)),
+        streaming.SeekableCountedStream: (1, lambda rank: streaming.SeekableCountedStream(20)),
     }
+    ranks, build = builds[kind]
 
-    def make() -> tuple[Any, Any]:
-        thing = builds[kind]()
+    def make(rank: int) -> tuple[Any, Any]:
+        thing = build(rank)
         if isinstance(thing, torch.utils.data.IterableDataset):
             return thing, StatefulDataLoader(thing, batch_size=2, num_workers=workers)
-        if isinstance(next(iter(builds[kind]())), list):
+        if isinstance(next(iter(build(rank))), list):
             return thing, StatefulDataLoader(range(40), batch_sampler=thing, num_workers=workers)
         return thing, StatefulDataLoader(range(40), batch_size=2, sampler=thing, num_workers=workers)
-    return make
+    return ranks, make
 
 
-def _train(make: Callable, cut: tuple[int, Any] | None = None, resume: tuple[int, dict] | None = None):
-    """A training loop over EPOCHS epochs: set_epoch at the top of each; with `cut` it checkpoints at (epoch, point),
-    point "top" (right after set_epoch), a batch number (after that batch) or "end" (after the last batch), and stops.
-    Returns the batches it received and (the epoch to resume, the loader's state)."""
-    thing, loader = make()
+def _train(make: Callable, rank: int, cut: tuple[int, Any] | None = None, resume: tuple[int, dict] | None = None):
+    """A training loop over EPOCHS epochs, watched by a ledger: set_epoch at the top of each; with `cut` it checkpoints
+    at (epoch, point), point "top" (right after set_epoch), a batch number (after that batch) or "end" (after the last
+    batch), and stops. Returns the batches it received, its ledger and (the epoch to resume, the loader's state)."""
+    thing, loader = make(rank)
+    ledger = Ledger()
+    stream = isinstance(thing, torch.utils.data.IterableDataset)
+    watched = ledger.watch(loader, rank=rank, sample_id=int if stream else default_sample_id)  # a stream's items are ids
     first = 0
     if resume is not None:
         first = resume[0]
-        loader.load_state_dict(resume[1])
+        watched.load_state_dict(resume[1])
     received = []
     for epoch in range(first, EPOCHS):
         if hasattr(thing, "set_epoch"):
             thing.set_epoch(epoch)
         if cut == (epoch, "top"):
-            return received, (epoch, loader.state_dict())
-        for step, batch in enumerate(loader):
+            return received, ledger, (epoch, watched.state_dict())
+        for step, batch in enumerate(watched):
             received.append(batch.tolist())
             if cut == (epoch, step):
-                return received, (epoch, loader.state_dict())
+                return received, ledger, (epoch, watched.state_dict())
         if cut == (epoch, "end"):
-            return received, (epoch + 1, loader.state_dict())
-    return received, None
+            return received, ledger, (epoch + 1, watched.state_dict())
+    return received, ledger, None
 
 
 # SeekableCountedStream is not split across workers (every worker reads every item, lesson 06): 0 workers only
@@ -281,14 +289,27 @@ LOADER_CASES = [(kind, workers) for kind in REGISTRY for workers in (0, 2)
 
 @pytest.mark.parametrize("kind, workers", LOADER_CASES, ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
 def test_stateful_dataloader_resumes_what_the_loop_would_have_received(kind, workers):
-    make = _loader_case(kind, workers)
+    """Per rank, the ledger of a run checkpointed anywhere and resumed equals the uninterrupted run's, sample by sample;
+    over the ranks, every epoch has equal steps per rank and a new order."""
+    ranks, make = _loader_case(kind, workers)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchdata 0.11: "'set_vital' is deprecated"
-        whole, _ = _train(make)
-        for cut in [(0, "top"), (1, "top"), (1, 0), (1, 3), (0, "end"), (1, "end"), (2, "top")]:
-            before, state = _train(make, cut=cut)
-            after, _ = _train(make, resume=state)
-            assert before + after == whole, f"checkpoint at {cut}: {len(before)} + {len(after)} batches"
+        wholes = []
+        for rank in range(ranks):
+            whole, whole_ledger, _ = _train(make, rank)
+            wholes.append(whole_ledger)
+            assert [s for batch in whole for s in batch] == [r.sample for r in whole_ledger.records]
+            for cut in [(0, "top"), (1, "top"), (1, 0), (1, 3), (0, "end"), (1, "end"), (2, "top")]:
+                before, before_ledger, state = _train(make, rank, cut=cut)
+                after, after_ledger, _ = _train(make, rank, resume=state)
+                assert before + after == whole, f"rank {rank}, checkpoint at {cut}: {len(before)} + {len(after)} batches"
+                assert Ledger.merged([before_ledger, after_ledger]).first_difference(whole_ledger) is None, (rank, cut)
+    ledger = Ledger.merged(wholes)
+    assert ledger.epochs() == list(range(EPOCHS)) and ledger.ranks() == list(range(ranks))
+    for epoch in range(EPOCHS):
+        assert len(set(ledger.steps(epoch).values())) == 1, ledger.steps(epoch)  # unequal steps hang DDP
+    if hasattr(kind, "set_epoch"):
+        assert not any(ledger.same_order(a, a + 1) for a in range(EPOCHS - 1))
 
 
 @pytest.mark.parametrize("change, says", [
