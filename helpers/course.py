@@ -99,5 +99,12 @@ LESSONS: tuple[Lesson, ...] = (
         needs="2+ cores",
         minutes=50,
     ),
+    Lesson(
+        stem="09_what_the_model_saw",
+        title="What did the model see? A ledger of every sample, across epochs, ranks and resumes",
+        learn="a ledger of what the training loop received (epoch, rank, worker, step, sample): coverage, overlap and steps per rank, the `set_epoch` trap of a stream with persistent workers, `DistributedSampler`'s padding seen, resuming at the epoch boundary wrong and right, a framework that replaces your sampler caught by counts against their noise",
+        needs="2+ cores",
+        minutes=40,
+    ),
 )
 

@@ -113,6 +113,7 @@ def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None
         raise TypeError(f"kwargs must be a dict of keyword arguments for fn, got {short(kwargs)}")
     launch = choose(world_size, backend)
     context = multiprocessing.get_context("spawn")
+    tracker_started_here = _tracker_running() is False
     results = context.Queue()
     port = free_port()
     scratch = tempfile.TemporaryDirectory(prefix="ddp-ranks-", ignore_cleanup_errors=True)
@@ -146,6 +147,9 @@ def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None
         results.close()
         results.join_thread()
         scratch.cleanup()  # every rank has exited: nothing writes there any more
+        del processes, results  # the queue's semaphores leave the resource tracker as the queue goes
+        if tracker_started_here:
+            _stop_tracker()
     if failures:
         first, *rest = failures  # in the order they arrived: the first is the cause, the rest usually its echo
         raise RankFailed(first, failures[first], {rank: failures[rank] for rank in rest})
@@ -201,6 +205,26 @@ def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Ca
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _tracker_running() -> bool | None:
+    """Whether multiprocessing's resource tracker (started by the first spawn) runs; None where this Python hides it."""
+    from multiprocessing import resource_tracker
+
+    fd = getattr(getattr(resource_tracker, "_resource_tracker", None), "_fd", False)
+    return None if fd is False else fd is not None
+
+
+def _stop_tracker() -> None:
+    """Stop the resource tracker a run started, once nothing is registered with it: it ignores SIGTERM, so a Jupyter
+    kernel that still had it as a child was killed at shutdown, its exit-time clean-up skipped (lessons 05-09)."""
+    import gc
+    from multiprocessing import resource_tracker
+
+    gc.collect()  # run the finalizers that unregister the queue's semaphores
+    stop = getattr(getattr(resource_tracker, "_resource_tracker", None), "_stop", None)
+    if callable(stop):
+        stop()
 
 
 def _exit_with_parent(launcher: int, scratch: str) -> None:

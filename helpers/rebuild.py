@@ -6,15 +6,18 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 CHANGEABLE = frozenset({"num_workers", "timeout", "persistent_workers", "worker_init_fn", "prefetch_factor", "dataset",
-                        "collate_fn", "loader_class"})
+                        "collate_fn", "loader_class", "sampler"})
 
 
 def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn,
-    prefetch_factor, dataset, collate_fn; loader_class, e.g. torchdata's StatefulDataLoader, else DataLoader)."""
+    prefetch_factor, dataset, collate_fn, sampler; loader_class, e.g. torchdata's StatefulDataLoader, else DataLoader)."""
     unknown = sorted(set(changes) - CHANGEABLE)
     if unknown:
         raise ValueError(f"changes: rebuild cannot change {unknown}; it changes {sorted(CHANGEABLE)}")
+    if "sampler" in changes and (isinstance(loader.dataset, IterableDataset) or loader.batch_size is None):
+        raise ValueError("changes: sampler replaces the sampler of a loader with batch_size over a map-style dataset; "
+                         "this one has an IterableDataset or its own batch_sampler")
     workers = changes.get("num_workers", loader.num_workers)
     kwargs: dict[str, Any] = {
         "num_workers": workers, "collate_fn": changes.get("collate_fn", loader.collate_fn), "pin_memory": loader.pin_memory,
@@ -34,5 +37,6 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     elif loader.batch_size is None and getattr(loader, "_auto_collation", False):
         kwargs["batch_sampler"] = loader.batch_sampler  # a custom batch sampler
     else:
-        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last, sampler=loader.sampler)
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last,
+                      sampler=changes.get("sampler", loader.sampler))
     return changes.get("loader_class", DataLoader)(changes.get("dataset", loader.dataset), **kwargs)

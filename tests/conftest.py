@@ -22,7 +22,7 @@ os.environ[CHECKS_MUST_PASS_VAR] = "1"
 # ranks or programs, runs the doctor's measurements; notebook: executes course notebooks (the nbval cells of
 # notebooks/ and solutions/ are this tier too); browser: JupyterLab or the site in Chromium.
 TIERS = {
-    "unit": ("test_ledger.py", "test_checks.py", "test_env.py", "test_errors.py", "test_hygiene.py",
+    "unit": ("test_ledger.py", "test_ledger_demos.py", "test_checks.py", "test_env.py", "test_errors.py", "test_hygiene.py",
              "test_imbalance.py", "test_imports.py", "test_learner_answers.py", "test_lesson_widgets.py",
              "test_lessons_show_code.py", "test_loading.py", "test_memory.py", "test_mutants.py", "test_pins.py",
              "test_plotting.py", "test_resume_oracle.py", "test_samplers.py", "test_sequences.py", "test_source.py",

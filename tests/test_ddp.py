@@ -267,3 +267,22 @@ def test_loader_sweep_counts_the_cpu_its_items_cost():
             # still far above what the main process alone spends when its workers' CPU is not counted.
             assert 0.5 * samples * 0.001 <= run["cpu_s"] <= 4 * samples * 0.001 + 1.0, run
             assert run["machine_busy_s"] >= 0.8 * run["cpu_s"], run  # the whole machine was busy at least with this rank
+
+
+TRACKER_SCRIPT = """
+import multiprocessing
+from helpers import ddp, ledger_demos
+print(ddp._tracker_running())
+ddp.run(ledger_demos.rank_rows, 5, 1, 0, world_size=2, backend="gloo")
+print(ddp._tracker_running())
+lock = multiprocessing.get_context("spawn").Lock()  # the tracker started by something else: run leaves it
+ddp.run(ledger_demos.rank_rows, 5, 1, 0, world_size=2, backend="gloo")
+print(ddp._tracker_running())
+"""
+
+
+def test_run_stops_the_resource_tracker_it_started_and_no_other():
+    """A Jupyter kernel with the tracker as its child was killed at shutdown (the tracker ignores SIGTERM)."""
+    result = subprocess.run([sys.executable, "-c", TRACKER_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False", "True"], result.stdout + result.stderr

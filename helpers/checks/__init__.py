@@ -16,6 +16,7 @@ from helpers.checks.lesson07 import check_balanced_loader, check_loader_with_wor
 from helpers.checks.lesson07_streams import check_sharded_eval_stream, check_to_array
 from helpers.checks.lesson07_own_finding import check_needs_set_epoch
 from helpers.checks.lesson08 import check_packed_mask, check_padding_share, check_rank_batches, check_token_budget
+from helpers.checks.lesson09 import check_coverage_gaps, check_repeated_orders, check_surprising_classes
 
 __all__ = [
     "REGISTRY", "CheckResult",
@@ -28,4 +29,5 @@ __all__ = [
     "check_my_shards", "check_lazy_h5", "check_remaining_indices", "check_shard_count",
     "check_balanced_loader", "check_loader_with_workers", "check_to_array", "check_sharded_eval_stream", "check_needs_set_epoch",
     "check_padding_share", "check_rank_batches", "check_packed_mask", "check_token_budget",
+    "check_repeated_orders", "check_coverage_gaps", "check_surprising_classes",
 ]

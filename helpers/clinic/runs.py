@@ -97,8 +97,9 @@ def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: in
     speedups, ceilings = [], []
     for index in range(rounds):
         ends = (0, len(ladder) - 1) if index % 2 == 0 else (len(ladder) - 1, 0)
-        pair, ceiling = bracketed_each({rung: functools.partial(measure_speed, ladder[rung], steps=steps, seed=seed)
-                                        for rung in ends})
+        timed = {rung: functools.partial(measure_speed, ladder[rung], steps=steps, seed=seed)
+                 for rung in ends}
+        pair, ceiling = bracketed_each(timed)
         speedups.append(pair[len(ladder) - 1].samples_per_s / pair[0].samples_per_s)
         ceilings.append(ceiling)
         for rung in range(len(ladder)):
