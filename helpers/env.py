@@ -224,15 +224,49 @@ def workers_per_rank(ranks: int = 1, cores: int | None = None) -> int:
     return max(0, (cores + 1) // ranks - 1)
 
 
+OWNER_PREFIX = "owner-"  # share_worker_temp_dir marks its folder with the maker's pid: owner-<pid>
+
+
 def share_worker_temp_dir() -> str:
-    """Make multiprocessing's temporary folder in this process now, so the workers started later share it (lessons 00, 03-08).
+    """Make multiprocessing's temporary folder in this process now, so the workers started later share it (lessons 00, 03-09).
 
     A worker that sends its first tensor makes its own /tmp/pymp-* folder for the socket that hands the tensor's memory
     over, and removes it when it exits; a worker stopped during its first batch can still be making the socket while the
     folder is removed, and prints "OSError: [Errno 39] Directory not empty: '/tmp/pymp-...'" or leaves the folder behind.
-    Workers inherit a folder their parent already made, and only the process that made it removes it, once, at exit.
+    Workers inherit a folder their parent already made, and only the process that made it removes it, at exit. A kernel
+    killed instead of shut down cannot: the folder is marked with this process's id, and folders of processes that are
+    gone are removed here (remove_stale_worker_temp_dirs).
     """
-    return multiprocessing.util.get_temp_dir()
+    remove_stale_worker_temp_dirs()
+    folder = multiprocessing.util.get_temp_dir()
+    marker = Path(folder) / f"{OWNER_PREFIX}{os.getpid()}"
+    if not marker.exists():
+        marker.touch()
+    return folder
+
+
+def remove_stale_worker_temp_dirs(root: str | os.PathLike | None = None) -> list[Path]:
+    """Remove the share_worker_temp_dir folders under `root` (the temp folder) whose maker is gone; return them (lesson 00)."""
+    import tempfile
+
+    removed = []
+    for marker in Path(root if root is not None else tempfile.gettempdir()).glob(f"pymp-*/{OWNER_PREFIX}*"):
+        pid = marker.name[len(OWNER_PREFIX):]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(marker.parent, ignore_errors=True)
+        removed.append(marker.parent)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _package_version(name: str) -> str | None:

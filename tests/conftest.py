@@ -205,3 +205,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin(ExecutedNotebooks.name):
         config.pluginmanager.register(ExecutedNotebooks(), ExecutedNotebooks.name)
 
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The kernels nbval and the browser test stopped are gone: remove the temporary folders they could not."""
+    from helpers import env
+
+    env.remove_stale_worker_temp_dirs()
+

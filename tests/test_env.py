@@ -194,3 +194,29 @@ def test_share_worker_temp_dir_keeps_one_folder_made_and_removed_by_this_process
     assert Path(parent).parent == temp and shared[-1] == [parent]  # the workers used the parent's folder
     assert all(seen == [parent] for seen in shared[:-1] if seen)
     assert list(temp.iterdir()) == [], "a pymp-* folder was left behind"
+
+
+def test_a_killed_makers_folder_is_removed_later_and_no_other(tmp_path):
+    """A kernel killed instead of shut down leaves its folder; the next share_worker_temp_dir (or the test session's
+    end) removes it, and leaves folders of live processes and folders it did not make."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", "from helpers import env; print(env.share_worker_temp_dir(), "
+                              "flush=True); import time; time.sleep(60)"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(temp)})
+    try:
+        folder = Path(child.stdout.readline().strip())
+        assert folder.parent == temp and (folder / f"owner-{child.pid}").exists()
+        assert env.remove_stale_worker_temp_dirs(temp) == []  # its maker is alive
+    finally:
+        child.kill()  # SIGKILL: no exit clean-up
+        child.wait(10)
+        child.stdout.close()
+    alive = temp / "pymp-alive"
+    alive.mkdir()
+    (alive / f"owner-{os.getpid()}").touch()
+    others = temp / "pymp-others"
+    others.mkdir()
+    assert folder.exists()
+    assert env.remove_stale_worker_temp_dirs(temp) == [folder]
+    assert sorted(p.name for p in temp.iterdir()) == ["pymp-alive", "pymp-others"]
