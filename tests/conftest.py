@@ -17,7 +17,7 @@ os.environ[CHECKS_MUST_PASS_VAR] = "1"
 
 
 # The one table of tiers: every test file in tests/ names its tier, applied as a marker (pyproject.toml registers them).
-# `make check` runs "unit" (what a change to helpers/ needs, under 2 minutes on 2 cores); `make test` runs every tier.
+# `make check` runs "unit" (what a change to helpers/ needs, about 2 minutes on 2 cores); `make test` runs every tier.
 # unit: helpers, checks and generated files, quick (workers for a few batches at most); process: trains, launches
 # ranks or programs, runs the doctor's measurements; notebook: executes course notebooks (the nbval cells of
 # notebooks/ and solutions/ are this tier too); browser: JupyterLab or the site in Chromium.
