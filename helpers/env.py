@@ -249,24 +249,16 @@ def remove_stale_worker_temp_dirs(root: str | os.PathLike | None = None) -> list
     """Remove the share_worker_temp_dir folders under `root` (the temp folder) whose maker is gone; return them (lesson 00)."""
     import tempfile
 
+    import psutil
+
     removed = []
     for marker in Path(root if root is not None else tempfile.gettempdir()).glob(f"pymp-*/{OWNER_PREFIX}*"):
         pid = marker.name[len(OWNER_PREFIX):]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or psutil.pid_exists(int(pid)):
             continue
         shutil.rmtree(marker.parent, ignore_errors=True)
         removed.append(marker.parent)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def _package_version(name: str) -> str | None:

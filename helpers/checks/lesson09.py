@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from typing import Any
 
-from helpers.checks.core import Answer, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Failed, Wrong, consistent_hints, exercise
 from helpers.ledger import Ledger
 
 
@@ -127,18 +128,18 @@ ORDER_MISTAKES = (
 
 def _hint(mistakes: tuple, got: Any, expected: Any, args: tuple, learner: Any, every_args: list[tuple]) -> str:
     """The hint of the typical mistake that gives what the learner's answer gave here (and is wrong here); where
-    several do, the one that also agrees with the learner's answer on every other case."""
-    def run(function: Any, call_args: tuple) -> Any:
+    several do, the one that also agrees with the learner's answer on every other case (core.consistent_hints)."""
+    def run(function: Any) -> Any:
         try:
-            return function(*call_args)
-        except Exception:  # noqa: BLE001 - an answer that raises on another case agrees with no model there
+            return function(*args)
+        except Exception:  # noqa: BLE001 - a model that cannot run here says nothing about this answer
             return None
 
-    here = [(model, hint) for model, hint in mistakes if run(model, args) == got != expected]
-    agreeing = [hint for model, hint in here if all(run(model, a) == run(learner, a) for a in every_args)]
+    here = [(hint, model) for model, hint in mistakes if run(model) == got != expected]
+    agreeing = consistent_hints(here, learner, every_args, same=operator.eq)
     if agreeing:
         return f": {agreeing[0]}"
-    return f": {here[0][1]}" if len(here) == 1 else ""  # several fit here, none everywhere: naming one could mislead
+    return f": {here[0][0]}" if len(here) == 1 else ""  # several fit here, none everywhere: naming one could mislead
 
 
 @exercise("09.1", "repeated_orders", right=repeated_orders_right,
