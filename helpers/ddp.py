@@ -147,9 +147,10 @@ def run(fn: Callable[..., Any], *args: Any, kwargs: dict[str, Any] | None = None
         results.close()
         results.join_thread()
         scratch.cleanup()  # every rank has exited: nothing writes there any more
-        del processes, results  # the queue's semaphores leave the resource tracker as the queue goes
-        if tracker_started_here:
-            _stop_tracker()
+    # not while an exception (a KeyboardInterrupt) propagates: its traceback still holds the queue, registered
+    del processes, results  # the queue's semaphores leave the resource tracker as the queue goes
+    if tracker_started_here:
+        _stop_tracker()
     if failures:
         first, *rest = failures  # in the order they arrived: the first is the cause, the rest usually its echo
         raise RankFailed(first, failures[first], {rank: failures[rank] for rank in rest})

@@ -224,7 +224,15 @@ def workers_per_rank(ranks: int = 1, cores: int | None = None) -> int:
     return max(0, (cores + 1) // ranks - 1)
 
 
-OWNER_PREFIX = "owner-"  # share_worker_temp_dir marks its folder with the maker's pid: owner-<pid>
+OWNER_PREFIX = "owner-"  # share_worker_temp_dir marks its folder with its process: owner-<pid namespace>-<pid>
+
+
+def _namespace() -> str:
+    """This process's PID namespace (a pid means something only inside its own), "0" where /proc does not say."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
 
 
 def share_worker_temp_dir() -> str:
@@ -234,30 +242,43 @@ def share_worker_temp_dir() -> str:
     over, and removes it when it exits; a worker stopped during its first batch can still be making the socket while the
     folder is removed, and prints "OSError: [Errno 39] Directory not empty: '/tmp/pymp-...'" or leaves the folder behind.
     Workers inherit a folder their parent already made, and only the process that made it removes it, at exit. A kernel
-    killed instead of shut down cannot: the folder is marked with this process's id, and folders of processes that are
-    gone are removed here (remove_stale_worker_temp_dirs).
+    killed instead of shut down cannot: the folder is marked with each process that called this, and folders whose
+    marking processes are all gone are removed here (remove_stale_worker_temp_dirs).
     """
     remove_stale_worker_temp_dirs()
     folder = multiprocessing.util.get_temp_dir()
-    marker = Path(folder) / f"{OWNER_PREFIX}{os.getpid()}"
+    marker = Path(folder) / f"{OWNER_PREFIX}{_namespace()}-{os.getpid()}"
     if not marker.exists():
         marker.touch()
     return folder
 
 
 def remove_stale_worker_temp_dirs(root: str | os.PathLike | None = None) -> list[Path]:
-    """Remove the share_worker_temp_dir folders under `root` (the temp folder) whose maker is gone; return them (lesson 00)."""
+    """Remove the share_worker_temp_dir folders under `root` (the temp folder) whose marking processes are all gone (lesson 00)."""
     import tempfile
 
     import psutil
 
+    if root is not None and (isinstance(root, (bytes, bool)) or not isinstance(root, (str, os.PathLike))):
+        raise TypeError(f"root must be a folder path (str or os.PathLike), got {root!r}")
+    folder = Path(root if root is not None else tempfile.gettempdir())
+    if str(root) == "" or not folder.is_dir():
+        raise ValueError(f"root must be an existing folder, got {root!r}")
+    here = _namespace()
     removed = []
-    for marker in Path(root if root is not None else tempfile.gettempdir()).glob(f"pymp-*/{OWNER_PREFIX}*"):
-        pid = marker.name[len(OWNER_PREFIX):]
-        if not pid.isdigit() or psutil.pid_exists(int(pid)):
+    for candidate in sorted(folder.glob("pymp-*")):
+        if candidate.is_symlink() or not candidate.is_dir():
             continue
-        shutil.rmtree(marker.parent, ignore_errors=True)
-        removed.append(marker.parent)
+        owners = [m.name[len(OWNER_PREFIX):].split("-") for m in candidate.glob(f"{OWNER_PREFIX}*")]
+        if not owners or any(len(o) != 2 or o[0] != here or not (o[1].isascii() and o[1].isdigit()) for o in owners):
+            continue  # not ours, another namespace's, or a marker this code did not write: left alone
+        try:
+            if any(psutil.pid_exists(int(pid)) for _, pid in owners):
+                continue
+        except (OverflowError, ValueError):
+            continue
+        shutil.rmtree(candidate, ignore_errors=True)
+        removed.append(candidate)
     return removed
 
 

@@ -110,8 +110,8 @@ def others_during(measure: Callable[[], T]) -> tuple[T, float]:
 
 def bracketed_each(measures: Mapping[K, Callable[[], T]], processes: int = 2) -> tuple[dict[K, T], float]:
     """Each of `measures` once, in order, and their ceiling: the lowest of the ceilings measured just before and just
-    after them and the cores other programs left free, over all of them and during each that lasted OTHERS_MIN_S or
-    more, so load that hit one of them is not averaged away over the rest (lessons 03, 07)."""
+    after them and the cores other programs left free, over all of them and during each, wherever that lasted
+    OTHERS_MIN_S or more, so load that hit one of them is not averaged away over the rest (lessons 03, 07)."""
     if not isinstance(measures, Mapping) or not measures or not all(callable(m) for m in measures.values()):
         raise ValueError(f"measures must map names to callables taking no arguments, at least one, got {short(measures)}")
     results: dict[K, T] = {}
@@ -125,8 +125,12 @@ def bracketed_each(measures: Mapping[K, Callable[[], T]], processes: int = 2) ->
                 others.append(busy)
 
     before = parallel_speedup(processes)
+    start = time.perf_counter()
     _, overall = others_during(each)
-    free = len(os.sched_getaffinity(0)) - max([overall, *others])
+    if time.perf_counter() - start >= OTHERS_MIN_S:
+        others.append(overall)
+    cores = len(os.sched_getaffinity(0))
+    free = cores - min(cores, max([0.0, *others]))  # nothing long enough to read: the ceilings alone
     return results, min(before, parallel_speedup(processes), free)
 
 

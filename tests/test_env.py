@@ -198,25 +198,37 @@ def test_share_worker_temp_dir_keeps_one_folder_made_and_removed_by_this_process
 
 def test_a_killed_makers_folder_is_removed_later_and_no_other(tmp_path):
     """A kernel killed instead of shut down leaves its folder; the next share_worker_temp_dir (or the test session's
-    end) removes it, and leaves folders of live processes and folders it did not make."""
+    end) removes it, and leaves folders with a live marking process, folders it did not make and markers it did not
+    write (another PID namespace's, or ones that are no pid)."""
     temp = tmp_path / "tmp"
     temp.mkdir()
     child = subprocess.Popen([sys.executable, "-c", "from helpers import env; print(env.share_worker_temp_dir(), "
                               "flush=True); import time; time.sleep(60)"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "TMPDIR": str(temp)})
+    here = env._namespace()
     try:
         folder = Path(child.stdout.readline().strip())
-        assert folder.parent == temp and (folder / f"owner-{child.pid}").exists()
+        assert folder.parent == temp and (folder / f"owner-{here}-{child.pid}").exists()
         assert env.remove_stale_worker_temp_dirs(temp) == []  # its maker is alive
     finally:
         child.kill()  # SIGKILL: no exit clean-up
         child.wait(10)
         child.stdout.close()
-    alive = temp / "pymp-alive"
-    alive.mkdir()
-    (alive / f"owner-{os.getpid()}").touch()
-    others = temp / "pymp-others"
-    others.mkdir()
+    kept = {"pymp-alive": [f"owner-{here}-{os.getpid()}"],
+            "pymp-shared": [f"owner-{here}-{child.pid}", f"owner-{here}-{os.getpid()}"],  # a child's marker, parent alive
+            "pymp-others": [], "pymp-namespace": [f"owner-{int(here) + 1}-{child.pid}"],
+            "pymp-huge": [f"owner-{here}-99999999999999999999"], "pymp-unicode": [f"owner-{here}-\u00b2"]}
+    for name, markers in kept.items():
+        (temp / name).mkdir()
+        for marker in markers:
+            (temp / name / marker).touch()
     assert folder.exists()
     assert env.remove_stale_worker_temp_dirs(temp) == [folder]
-    assert sorted(p.name for p in temp.iterdir()) == ["pymp-alive", "pymp-others"]
+    assert sorted(p.name for p in temp.iterdir()) == sorted(kept)
+
+
+@pytest.mark.parametrize("root, error", [(5, TypeError), (b"/tmp", TypeError), ("", ValueError),
+                                         ("/no/such/folder", ValueError), (__file__, ValueError)])
+def test_remove_stale_worker_temp_dirs_refuses_a_bad_root(root, error):
+    with pytest.raises(error, match="root must be"):
+        env.remove_stale_worker_temp_dirs(root)

@@ -69,6 +69,7 @@ def test_bracketed_keeps_the_cores_other_programs_left_free_during_the_round(mon
     monkeypatch.setattr(timing, "parallel_speedup", lambda processes: 1.9)  # quiet before and after
     monkeypatch.setattr(timing, "others_during", lambda measure: (measure(), 1.2))  # busy in between
     monkeypatch.setattr(timing.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(timing, "OTHERS_MIN_S", 0.0)  # the fake measure takes no time: read it all the same
     assert timing.bracketed(lambda: 7) == (7, pytest.approx(0.8))  # 2 cores - 1.2 used by others
 
 
@@ -164,5 +165,12 @@ def test_bracketed_each_keeps_the_cores_left_free_during_the_busiest_measure(mon
 
 
 def test_bracketed_each_judges_a_measure_too_short_to_read_with_the_round(monkeypatch):
+    _fake_round(monkeypatch, {"quiet": 0.1, "hit": 1.2}, min_s=0.05)  # each 0.03 s, too short; the round 0.06 s is not
+    measures = {"a": lambda: time.sleep(0.03) or "quiet", "b": lambda: time.sleep(0.03) or "hit"}
+    assert timing.bracketed_each(measures)[1] == pytest.approx(1.35)  # 2 - 0.65
+
+
+def test_bracketed_each_judges_a_round_too_short_to_read_by_its_ceilings_alone(monkeypatch):
     _fake_round(monkeypatch, {"quiet": 0.1, "hit": 1.2}, min_s=60.0)
-    assert timing.bracketed_each({"a": lambda: "quiet", "b": lambda: "hit"})[1] == pytest.approx(1.35)  # 2 - 0.65
+    monkeypatch.setattr(timing, "others_during", lambda measure: (measure(), 5000.0))  # one tick over a microsecond
+    assert timing.bracketed_each({"a": lambda: "quiet"})[1] == pytest.approx(1.9)  # never below 0 cores free
