@@ -5,8 +5,9 @@ Every case module models public code or a public bug report and defines: a docst
 `make_loader()`, and optionally `step(batch)`, `BUDGET_S` (default 8), `FAST` (one diagnosis fits `make test`),
 `NEEDS` (comma-separated names from NEEDS_CHECKS: the case is skipped where one is unmet), `DEVICE` (passed to
 the doctor), `HOST_BUSY` (the runner starts CPU-bound programs around the diagnosis, one per usable core), `EXIT`
-(the command line's exit status, when an expected code's severity can be either; else 1 exactly when one is in ERROR_CODES)
-and `EVIDENCE` ({code: {key: value}}: what an expected finding's evidence must hold, e.g. which part of the loader raised).
+(the command line's exit status, when an expected code's severity can be either; else 1 exactly when one is in ERROR_CODES),
+`EVIDENCE` ({code: {key: value}}: what an expected finding's evidence must hold, e.g. which part of the loader raised),
+and the ledger's reading (lesson 09): `EPOCHS`, `RANKS` (make_loader then takes rank= and world_size=) and `RESUME`.
 tests/test_doctor_corpus.py runs the FAST cases; tools/doctor_bench.py runs them all, N times.
 """
 from __future__ import annotations
@@ -31,6 +32,10 @@ CASES: tuple[str, ...] = (
     "text_default_collate", "text_padding_collate", "text_length_grouped", "lightning_datamodule", "distributed_sampler_set_epoch",
     "timm_16_workers", "blas_transform_workers", "torch_threads_worker_init", "torch_threads_fork_hang",
     "worker_init_startup", "slow_batch_no_workers", "busy_host", "shm_docker", "pin_memory_missing_cuda",
+    "stream_epoch_persistent_workers", "stream_epoch_fresh_workers", "validation_loader_epochs",
+    "ddp_shuffle_no_distributed_sampler", "ddp_distributed_sampler_padded", "ddp_distributed_sampler_drop_last",
+    "stream_uneven_shards_ranks", "stream_even_shards_ranks", "stream_worker_slices", "stateful_shuffle_buffer",
+    "stateful_shuffle_buffer_saved", "stateful_generator_no_workers", "stateful_generator_workers", "stateful_distributed_sampler",
 )
 
 # Every code the doctor reports, the two being added (threads-oversubscribed, busy-host) included.
@@ -38,8 +43,10 @@ CODES = frozenset({
     "loader-error", "input-bound", "workers-oversubscribed", "workers-too-few", "startup-cost", "pin-memory-no-accelerator",
     "pin-memory-missing", "unbalanced-batches", "class-weights-as-sample-weights", "no-replacement-weights",
     "iterable-duplicates", "copy-on-read", "shm-too-small", "threads-oversubscribed", "busy-host", "padding-waste",
+    "epoch-order-repeats", "coverage-gap", "rank-overlap", "unequal-steps", "resume-mismatch",
 })
-ERROR_CODES = frozenset({"loader-error", "class-weights-as-sample-weights", "iterable-duplicates"})  # always severity error
+ERROR_CODES = frozenset({"loader-error", "class-weights-as-sample-weights", "iterable-duplicates", "rank-overlap",
+                         "unequal-steps"})  # always severity error
 DEFAULT_BUDGET_S = 8.0
 BUSY_PROGRAM = "while True: pass"
 
@@ -158,11 +165,25 @@ def diagnose(case: ModuleType) -> tuple[Any, float]:
     """The doctor's diagnosis of the case's loader (with its step, budget and device), and the seconds its call took."""
     from helpers import doctor
 
-    loader = case.make_loader()  # building the data is the case's time, not the doctor's
+    epochs, ranks, resume = reading(case)
+    loader = case.make_loader(rank=0, world_size=ranks) if ranks > 1 else case.make_loader()  # the case's time, not the doctor's
     started = time.perf_counter()
     diagnosis = doctor.diagnose(loader, step=getattr(case, "step", None), budget_s=budget_s(case),
-                                device=getattr(case, "DEVICE", None))
+                                device=getattr(case, "DEVICE", None), epochs=epochs, ranks=ranks, resume=resume,
+                                make_loader=case.make_loader)
     return diagnosis, time.perf_counter() - started
+
+
+def reading(case: ModuleType) -> tuple[int, int, bool]:
+    """The case's (EPOCHS, RANKS, RESUME): what the doctor reads through a ledger (default 1, 1, False)."""
+    return int(getattr(case, "EPOCHS", 1)), int(getattr(case, "RANKS", 1)), bool(getattr(case, "RESUME", False))
+
+
+def cli_flags(case: ModuleType) -> list[str]:
+    """The command line's flags for the case's reading: --epochs, --ranks, --resume where they differ from the default."""
+    epochs, ranks, resume = reading(case)
+    return ([f"--epochs={epochs}"] if epochs != 1 else []) + ([f"--ranks={ranks}"] if ranks != 1 else []) + (
+        ["--resume"] if resume else [])
 
 
 @contextlib.contextmanager

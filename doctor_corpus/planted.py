@@ -10,8 +10,11 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
+from torchdata.stateful_dataloader import StatefulDataLoader
 
+from doctor_corpus._streams import BufferedStream, ShardStream
 from helpers.env import usable_cpus
+from helpers.ledger_demos import EpochStream
 from helpers import imbalance
 from helpers.imbalance import class_counts, sample_weights
 from helpers.sequences import TokenCorpus, corpus_lengths, pad_collate
@@ -27,6 +30,10 @@ class Plant:
     budget_s: float = 6.0
     needs: str = ""  # "cuda", "2 cores", "no accelerator", "another busy program": the test skips or provides it
     pretend: dict[str, Any] = field(default_factory=dict)  # measure functions the test replaces, e.g. a small /dev/shm
+    epochs: int = 1  # the ledger's reading (lesson 09): whole epochs, ranks, a resume, and the loader's factory
+    ranks: int = 1
+    resume: bool = False
+    make_loader: Callable[..., DataLoader] | None = None
 
 
 def labelled(n: int = 2048, features: int = 16, labels: np.ndarray | None = None) -> TensorDataset:
@@ -195,6 +202,43 @@ def pin_no_accelerator() -> Plant:
 def pin_missing() -> Plant:
     """Batches bound for CUDA in pageable memory."""
     return Plant(DataLoader(labelled(), batch_size=64), device="cuda", needs="cuda")
+
+
+def order_repeats() -> Plant:
+    """A stream that shuffles per epoch with its epoch in a plain attribute, read by 2 persistent workers."""
+    return Plant(DataLoader(EpochStream(96), batch_size=8, num_workers=2, persistent_workers=True), epochs=2, budget_s=10.0)
+
+
+def coverage_gap() -> Plant:
+    """5 shards of 12 items over 2 workers in equal slices of 5 // 2: shard 4 is never read."""
+    return Plant(DataLoader(ShardStream([12] * 5, split="slices"), batch_size=8, num_workers=2), epochs=2, budget_s=10.0)
+
+
+def _every_rank_shuffles(rank: int = 0, world_size: int = 1) -> DataLoader:
+    return DataLoader(labelled(256), batch_size=32, shuffle=True)  # rank and world_size unused: no DistributedSampler
+
+
+def rank_overlap() -> Plant:
+    """2 ranks, each shuffling the whole dataset: no DistributedSampler."""
+    return Plant(_every_rank_shuffles(0, 2), ranks=2, make_loader=_every_rank_shuffles)
+
+
+def _shards_by_rank(rank: int = 0, world_size: int = 1) -> DataLoader:
+    return DataLoader(ShardStream([16] * 5, rank=rank, world_size=world_size), batch_size=8)
+
+
+def unequal_steps() -> Plant:
+    """5 shards of 16 items dealt to 2 ranks by stride: 3 shards (6 steps) against 2 (4 steps)."""
+    return Plant(_shards_by_rank(0, 2), ranks=2, make_loader=_shards_by_rank)
+
+
+def _buffered() -> DataLoader:
+    return StatefulDataLoader(BufferedStream(), batch_size=8)
+
+
+def resume_mismatch() -> Plant:
+    """A shuffle buffer whose state saves the source position but not the buffer's content."""
+    return Plant(_buffered(), resume=True, make_loader=_buffered, budget_s=10.0)
 
 
 def _is_plant(value: Any) -> bool:

@@ -126,7 +126,7 @@ class _TagCollate:
         return [t[0] for t in tagged], [t[1] for t in tagged], self.collate_fn([t[2] for t in tagged])
 
 
-def _copy_class(loader: DataLoader) -> type[DataLoader]:
+def copy_class(loader: DataLoader) -> type[DataLoader]:
     """The class of the watched copy: torchdata's StatefulDataLoader for one (it keeps its state), else DataLoader."""
     try:
         from torchdata.stateful_dataloader import StatefulDataLoader
@@ -142,7 +142,7 @@ class Watched:
                  step: int) -> None:
         if loader.batch_size is None and not getattr(loader, "_auto_collation", False):
             raise ValueError("loader: batch_size=None (no batching) is not supported; the ledger records batches")
-        kind = _copy_class(loader)
+        kind = copy_class(loader)
         if type(loader).__iter__ is not kind.__iter__:
             raise ValueError(f"loader: a {type(loader).__name__} changes batches in its own __iter__, which a copy would not "
                              "repeat; watch the torch DataLoader (or StatefulDataLoader) inside it")

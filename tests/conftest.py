@@ -28,7 +28,7 @@ TIERS = {
              "test_plotting.py", "test_resume_oracle.py", "test_samplers.py", "test_sequences.py", "test_source.py",
              "test_streaming.py", "test_timing.py", "test_transfer.py", "test_transfer_bench.py",
              "test_workloads.py"),
-    "process": ("test_clinic.py", "test_ddp.py", "test_doctor.py", "test_doctor_corpus.py", "test_loading_bench.py",
+    "process": ("test_clinic.py", "test_ddp.py", "test_doctor.py", "test_doctor_corpus.py", "test_doctor_ledger.py", "test_loading_bench.py",
                 "test_streaming_demos.py", "test_stress.py", "test_workshop_kit.py"),
     "notebook": ("test_exercises.py",),
     "browser": ("test_browser.py", "test_site.py"),

@@ -464,6 +464,13 @@ EVIDENCE = {  # per code: a check of the finding beyond its code, from the plant
     # random batches of 16 from lesson 08's corpus: about half of every batch is padding (52 % in the lesson)
     "padding-waste": lambda f: 0.4 < f.evidence["padding_share"] < 0.65
     and f.evidence["padding_share"] == 1 - f.evidence["real_tokens"] / f.evidence["positions"],
+    # the ledger's rules (lesson 09), each number from the planted fault's design
+    "epoch-order-repeats": lambda f: f.evidence["cause"] == "persistent-workers" and f.evidence["samples"] == 96,
+    "coverage-gap": lambda f: f.evidence["missing"] == 12 and f.evidence["expected"] == 60,  # shard 4 of 5, 12 items each
+    "rank-overlap": lambda f: f.evidence["shared"] == 256 == f.evidence["rank_samples"],  # both ranks read all 256
+    "unequal-steps": lambda f: f.evidence["steps"] == {"0": 6, "1": 4},  # 3 shards of 16 in 8s against 2
+    # resumed after 15 of 30 batches: the 15 items left in the buffer of 16 never come; the epoch boundary resumes right
+    "resume-mismatch": lambda f: f.severity == "error" and f.evidence["lost"] == [15, 0] and f.evidence["points"] == ["mid-epoch"],
 }
 
 
@@ -493,7 +500,8 @@ def test_each_rule_finds_its_planted_fault(code, monkeypatch):
         monkeypatch.setattr(sys.modules[rule.check.__module__], name, lambda value=value: value)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if plant.needs == "another busy program" else None
     try:
-        diagnosis = run(plant.loader, budget_s=plant.budget_s, step=plant.step, device=plant.device)
+        diagnosis = run(plant.loader, budget_s=plant.budget_s, step=plant.step, device=plant.device, epochs=plant.epochs,
+                        ranks=plant.ranks, resume=plant.resume, make_loader=plant.make_loader)
     finally:
         if busy is not None:
             busy.kill()

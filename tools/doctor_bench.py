@@ -119,7 +119,7 @@ def run_command_line(case: ModuleType) -> Run:
     with tempfile.TemporaryDirectory(prefix=_data.PREFIX + "cli-") as folder:
         out = Path(folder) / "diagnosis.json"
         command = [sys.executable, "-m", "helpers.doctor", f"{name}:make_loader", "--json", str(out),
-                   "--budget", str(corpus.budget_s(case))]
+                   "--budget", str(corpus.budget_s(case)), *corpus.cli_flags(case)]
         if hasattr(case, "step"):
             command += ["--step", f"{name}:step"]
         if getattr(case, "DEVICE", None):

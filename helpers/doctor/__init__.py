@@ -2,15 +2,16 @@
 
 `diagnose(loader, step=..., budget_s=..., device=...)` returns a `Diagnosis`; `loader-doctor module:make_loader
 [--step module:train_step] [--json out.json] [--budget 30]` (or `python -m helpers.doctor ...`) does the same from a
-shell: exit status 0 when it finds no error, 1 when it finds one, 2 when it could not run. The budget bounds the
+shell: exit status 0 when it finds no error, 1 when it finds one, 2 when it could not run. `epochs=`, `ranks=` and
+`resume=` (`--epochs 2 --ranks 2 --resume`) also read whole epochs, every rank and a resumed run through a ledger (lesson 09). The budget bounds the
 doctor's own reading and every fetch it makes; your `step` runs to its end once called, so a first step slower than
 the budget (CUDA starting up in this process, as seen on the H200 reference host) makes the run that much longer.
 That first step counts as start-up, not data wait.
 
 Each finding is a rule in `RULES`, registered with `@rule` in the module named after the lesson that teaches its
-fix (lesson00 ... lesson08; lesson03_workers holds lesson 03's num_workers sweep); `table()` lists them with their thresholds.
+fix (lesson00 ... lesson09; lesson03_workers holds lesson 03's num_workers sweep); `table()` lists them with their thresholds.
 """
-from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, lesson04, lesson06, lesson08  # noqa: F401 - registers the rules, in run order
+from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, lesson04, lesson06, lesson08, lesson09  # noqa: F401 - registers the rules, in run order
 from helpers.doctor.cli import main
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
 from helpers.doctor.lesson00 import SHM_WARN_SHARE, THREADS_GAIN

@@ -46,12 +46,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the diagnosis as JSON to this file")
     parser.add_argument("--budget", type=float, default=30.0, help="seconds the measurements may take (default 30)")
     parser.add_argument("--device", help="the device batches go to (e.g. cuda), for the pinning checks")
+    parser.add_argument("--epochs", type=int, default=1, help="read this many whole epochs through a ledger, calling set_epoch "
+                        "before each as a training loop does: same order twice, samples left out (lesson 09)")
+    parser.add_argument("--ranks", type=int, default=1, help="build one loader per rank, function(rank=r, world_size=RANKS), "
+                        "and read their epochs: samples two ranks share, unequal steps (lesson 09)")
+    parser.add_argument("--resume", action="store_true", help="resume a fresh loader from its state_dict mid-epoch and at the "
+                        "epoch boundary, and compare with an uninterrupted run (lesson 09)")
     args = parser.parse_args(argv)  # bad arguments: argparse exits with status 2
+    for name in ("epochs", "ranks"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be 1 or more, got {getattr(args, name)}")
     share_worker_temp_dir()  # the loader's workers share one temporary folder, removed when the doctor exits
     try:
-        loader = load(args.loader, "loader")()
+        make_loader = load(args.loader, "loader")
+        loader = make_loader(rank=0, world_size=args.ranks) if args.ranks > 1 else make_loader()
         step = load(args.step, "--step") if args.step else None
-        diagnosis = diagnose(loader, step=step, budget_s=args.budget, device=args.device)
+        diagnosis = diagnose(loader, step=step, budget_s=args.budget, device=args.device, epochs=args.epochs, ranks=args.ranks,
+                             resume=args.resume, make_loader=make_loader)
         print(diagnosis)
         if args.json:
             with open(args.json, "w") as out:

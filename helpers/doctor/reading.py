@@ -319,8 +319,9 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
 
 def stop_workers(loader: DataLoader) -> None:
     """Stop a persistent-workers loader's workers now (the loader keeps its iterator, and with it the workers, otherwise)."""
-    if getattr(loader, "_iterator", None) is not None:  # private: the persistent workers' iterator
-        loader._iterator._shutdown_workers()
+    shutdown = getattr(getattr(loader, "_iterator", None), "_shutdown_workers", None)  # private: the persistent workers' iterator
+    if shutdown is not None:  # (torchdata's StatefulDataLoader keeps a worker-less iterator too, which has none)
+        shutdown()
 
 
 def _signal(pids: list[int], sig: signal.Signals) -> None:

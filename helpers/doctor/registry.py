@@ -54,6 +54,11 @@ class Observation:
     skipped: dict[str, str] = field(default_factory=dict)
     slot_end: float = math.inf  # a measuring rule's own slot of the budget ends here
     failure: Any = None  # the LoaderFailed that stopped the reading, if any
+    epochs: int = 1  # whole epochs the ledger rules read (lesson 09); 1: they do not read
+    ranks: int = 1  # ranks read, each from make_loader(rank=r, world_size=ranks)
+    resume: bool = False  # check a resumed run against an uninterrupted one
+    make_loader: Callable[..., DataLoader] | None = None  # builds the loader afresh, as a new launch of the script would
+    received: Any = None  # what the ledger rules read (helpers.doctor.lesson09.Received)
 
     @property
     def iterable(self) -> bool:

@@ -1,6 +1,7 @@
 """One diagnosis: the registry's rules phase by phase around one pass over the loader, within the budget (lesson 07)."""
 from __future__ import annotations
 
+import inspect
 import math
 import time
 import warnings
@@ -28,8 +29,11 @@ SNAPSHOT_S = 0.25  # the workers' pages, threads and CPU are read at most this o
 
 
 def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, budget_s: float = 30.0,
-             device: Any = None, checks: Sequence[Check] = ()) -> Diagnosis:
-    """Measure `loader` (and `step(batch)` when given) within `budget_s` seconds and return the findings; `checks` adds your own (lesson 07)."""
+             device: Any = None, checks: Sequence[Check] = (), epochs: int = 1, ranks: int = 1, resume: bool = False,
+             make_loader: Callable[..., DataLoader] | None = None) -> Diagnosis:
+    """Measure `loader` (and `step(batch)` when given) within `budget_s` seconds and return the findings; `checks` adds your
+    own (lesson 07); `epochs`, `ranks` and `resume` read whole epochs through a ledger (lesson 09), `make_loader` builds rank
+    r's loader as `make_loader(rank=r, world_size=ranks)` (ranks > 1) or a fresh one as `make_loader()`."""
     if not isinstance(loader, DataLoader):
         raise TypeError(f"loader must be a torch.utils.data.DataLoader, got {short(loader)}")
     if step is not None and not callable(step):
@@ -41,8 +45,15 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
         raise ValueError(f"device is {device}, but CUDA is not available here")
     if not isinstance(checks, Sequence) or not all(callable(c) for c in checks):
         raise TypeError(f"checks must be a sequence of callables taking an Observation, got {short(checks)}")
+    for name, value in (("epochs", epochs), ("ranks", ranks)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {short(value)}")
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be True or False, got {short(resume)}")
+    _check_make_loader(make_loader, ranks, resume)
     start = time.perf_counter()
-    obs = Observation(loader, step, device, deadline=start + 0.85 * budget_s, budget_s=float(budget_s))  # the rest covers stopping workers
+    obs = Observation(loader, step, device, deadline=start + 0.85 * budget_s, budget_s=float(budget_s),  # the rest covers stopping workers
+                      epochs=epochs, ranks=ranks, resume=resume, make_loader=make_loader)
     obs.measured.update(num_workers=loader.num_workers, batch_size=loader.batch_size, pin_memory=loader.pin_memory,
                         persistent_workers=loader.persistent_workers)
     findings: list[Finding] = []
@@ -75,6 +86,25 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
     findings.sort(key=lambda f: order[f.severity])
     seen = sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught})
     return Diagnosis(findings, obs.measured, obs.skipped, time.perf_counter() - start, float(budget_s), seen)
+
+
+def _check_make_loader(make_loader: Any, ranks: int, resume: bool) -> None:
+    """make_loader is a callable, given when ranks > 1 or resume, taking rank= and world_size= when ranks > 1."""
+    if make_loader is None:
+        if ranks > 1 or resume:
+            raise ValueError(f"make_loader is needed for ranks={ranks}, resume={resume}: a function building the loader "
+                             "afresh (with rank= and world_size= keyword arguments when ranks > 1)")
+        return
+    if not callable(make_loader):
+        raise TypeError(f"make_loader must be a function returning a DataLoader, got {short(make_loader)}")
+    if ranks > 1:
+        try:
+            inspect.signature(make_loader).bind(rank=0, world_size=ranks)
+        except TypeError:
+            raise ValueError(f"make_loader must take rank= and world_size= keyword arguments for ranks={ranks}, "
+                             f"got {short(make_loader)}{inspect.signature(make_loader)}") from None
+        except ValueError:  # no signature to read (a builtin): calling it will tell
+            pass
 
 
 def _run_phase(obs: Observation, rules: list[Rule], findings: list[Finding]) -> None:

@@ -1,0 +1,243 @@
+"""The doctor's rules whose fixes lesson 09 teaches: what the loop received over epochs, ranks and a resume (helpers.doctor.epochs reads it)."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from helpers.doctor.epochs import (RESUME_EPOCHS, Launch, OutOfTime, Received, called_parts, chance_skip, ids_stable,
+                                   inner_parts, launch, make, need_s, read_epoch, received, slot, watch)
+from helpers.doctor.findings import Finding
+from helpers.doctor.registry import Observation, finding, rule
+from helpers.ledger import Ledger, copy_class
+from helpers.rebuild import rebuild
+
+LESSON = "09_what_the_model_saw"
+SECTION_ORDER = "2. The `set_epoch` trap: a stream with persistent workers"
+SECTION_RANKS = "3. Two ranks: merged ledgers"
+SECTION_RESUME = "4. Resuming at the epoch boundary: wrong and right"
+
+LEDGER_ASKED = lambda obs: obs.epochs >= 2 or obs.ranks >= 2  # noqa: E731 - the ledger rules read only when asked
+
+
+@rule("epoch-order-repeats", severities=("warning",), phase="measure", budget=1.0, planted="order_repeats",
+      applies=lambda obs: obs.epochs >= 2, taught_in=(LESSON, SECTION_ORDER))
+def epoch_order_repeats(obs: Observation) -> Finding | None:
+    """Two epochs delivered in the same order to a rank, where a fresh reading shows the order should change with the epoch."""
+    got = received(obs) if obs.epochs >= 2 else None
+    if got is None or not ids_stable(obs, "epoch-order-repeats", got):
+        return None
+    same = [(e, r) for r in range(got.ranks) for e in sorted({e for e, _ in got.complete})
+            if (e + 1, r) in got.complete and len(got.ledger.received(e, r)) > 1
+            and got.ledger.received(e, r) == got.ledger.received(e + 1, r)]
+    obs.measured["epochs_in_same_order"] = [list(pair) for pair in same]
+    if not same:
+        return None
+    for epoch, rank in same[:3]:  # a pair that a fresh reading repeats too is the loader's own order: try the next
+        cause = _order_cause(obs, got, epoch, rank)
+        if cause is not None:
+            break
+    else:
+        return None
+    return finding(
+        "epoch-order-repeats", "warning",
+        f"rank {rank} received epochs {epoch} and {epoch + 1} in the same order ({len(got.ledger.received(epoch, rank))} "
+        f"samples, sample for sample; {len(same)} repeated pair(s) of epochs in all): {cause[0]}",
+        cause[1], repeats=[list(pair) for pair in same], samples=len(got.ledger.received(epoch, rank)),
+        set_epoch_called_on=[path for path, _ in called_parts(got.loaders[0])], persistent_workers=got.loaders[0].persistent_workers,
+        cause=cause[2])
+
+
+def _fresh_orders_differ(obs: Observation, loader: DataLoader, parts: list[tuple[str, Any]], epoch: int) -> bool:
+    """Whether epochs `epoch` and `epoch + 1` come in different orders from fresh workers (persistent_workers=False), with
+    set_epoch on `parts`."""
+    fresh = Ledger()
+    copy = rebuild(loader, persistent_workers=False, loader_class=copy_class(loader)) if loader.num_workers else loader
+    seen = watch(fresh, copy, obs)
+    end = time.perf_counter() + max(0.5, obs.left())
+    for e in (epoch, epoch + 1):
+        read_epoch(seen, loader, e, end, parts=parts)
+    return fresh.received(0) != fresh.received(1)
+
+
+def _order_cause(obs: Observation, got: Received, epoch: int, rank: int) -> tuple[str, str, str] | None:
+    """Why rank `rank` received epochs `epoch` and `epoch + 1` in the same order, measured on its loader read afresh:
+    (cause, fix, kind), or None when a fresh reading repeats the order too (the loader's own order: by design or chance)."""
+    loader = got.loaders[rank]
+    called, inner = called_parts(loader), [(p, x) for p, x in inner_parts(loader) if callable(getattr(x, "set_epoch", None))]
+    try:
+        if called and _fresh_orders_differ(obs, loader, called, epoch):
+            if loader.persistent_workers and loader.num_workers > 0:
+                return ("persistent workers keep the copy of the dataset and sampler state they started with, so set_epoch in "
+                        "the main process does not reach them (measured: the same loader with persistent_workers=False "
+                        "delivered epochs 0 and 1 in different orders)",
+                        "keep the epoch where the workers read it (shared memory: helpers.ledger_demos.SharedEpochStream), or "
+                        "persistent_workers=False (lesson 09)", "persistent-workers")
+            return (f"set_epoch on {', '.join(p for p, _ in called)} changes the order when read afresh, but not in the "
+                    "loop's reading", "check what your loop's set_epoch reaches with a ledger (lesson 09)", "other")
+        deeper = [(p, x) for p, x in inner if all(x is not c for _, c in called)]
+        if deeper and _fresh_orders_differ(obs, loader, called + deeper, epoch):
+            path, part = deeper[0]
+            return (f"{path} ({type(part).__name__}) changes the order when its own set_epoch is called (measured), but the "
+                    "loop's set_epoch does not reach it: what wraps it has none, or does not pass it on",
+                    f"pass set_epoch on to the sampler inside, or call {path}.set_epoch(epoch) each epoch (lesson 09)",
+                    "not-forwarded")
+    except OutOfTime:
+        obs.skipped["epoch-order-repeats"] = "epochs came in the same order; too little budget was left to read the loader afresh"
+        return None
+    says = [(p, x) for p, x in inner_parts(loader) if any(c.__name__ == "RandomSampler" for c in type(x).__mro__)
+            or getattr(x, "shuffle", None) is True]
+    if says:
+        path, part = says[0]
+        return (f"{path} ({type(part).__name__}) is meant to shuffle, yet set_epoch on "
+                f"{', '.join(p for p, _ in called) or 'nothing (no part has it)'} changed nothing, read afresh too",
+                "make the order a function of (seed, epoch) that set_epoch sets, and check it with a ledger (lesson 09)",
+                "no-epoch")
+    obs.skipped["epoch-order-repeats"] = (f"rank {rank} received epochs {epoch} and {epoch + 1} in the same order, and so did "
+                                          "a fresh reading (new workers, set_epoch on every part that has one): the loader's "
+                                          "own order, by design (nothing shuffles) or by chance, not a lost set_epoch")
+    return None
+
+
+@rule("coverage-gap", severities=("warning",), phase="measure", budget=0.5, planted="coverage_gap",
+      applies=LEDGER_ASKED, taught_in=(LESSON, SECTION_RANKS))
+def coverage_gap(obs: Observation) -> Finding | None:
+    """Samples an epoch never delivered, or delivered to a rank more than once, beyond what drop_last and padding explain."""
+    got = received(obs) if LEDGER_ASKED(obs) else None
+    if got is None or chance_skip(obs, "coverage-gap", got) or not ids_stable(obs, "coverage-gap", got) or got.universe is None:
+        return None
+    for epoch in got.whole_epochs():
+        coverage = got.ledger.coverage(epoch, got.universe)
+        repeats = got.repeats_within_ranks(epoch)
+        if len(coverage.missing) <= got.allowed_missing and repeats <= got.allowed_repeats and not coverage.unexpected:
+            continue
+        allowed = "; ".join(got.why) or "nothing in the loader's settings leaves samples out or repeats them"
+        return finding(
+            "coverage-gap", "warning",
+            f"epoch {epoch}: {len(coverage.missing)} of {coverage.expected} samples never delivered (e.g. "
+            f"{coverage.missing[:5]}), {repeats} deliveries of a sample again to the same rank, {len(coverage.unexpected)} "
+            f"not in the dataset; the settings explain at most {got.allowed_missing} left out and {got.allowed_repeats} "
+            f"repeats ({allowed})",
+            "split the samples (or shards) so that the parts cover them all, the remainder included: indices[i::n] rather "
+            "than equal slices of n // parts (lessons 05, 06, 09)",
+            epoch=epoch, missing=len(coverage.missing), expected=coverage.expected, repeats_within_ranks=repeats,
+            unexpected=len(coverage.unexpected), allowed_missing=got.allowed_missing, allowed_repeats=got.allowed_repeats)
+    return None
+
+
+@rule("rank-overlap", severities=("error",), phase="measure", budget=0.25, planted="rank_overlap",
+      applies=lambda obs: obs.ranks >= 2, taught_in=(LESSON, SECTION_RANKS))
+def rank_overlap(obs: Observation) -> Finding | None:
+    """Samples two ranks both received in one epoch, beyond a DistributedSampler's padding."""
+    got = received(obs) if obs.ranks >= 2 else None
+    if got is None or chance_skip(obs, "rank-overlap", got) or not ids_stable(obs, "rank-overlap", got):
+        return None
+    for epoch in got.whole_epochs():
+        (a, b), shared = max(got.ledger.overlap(epoch).items(), key=lambda pair: pair[1])
+        if shared <= got.allowed_repeats:
+            continue
+        mine = len(set(got.ledger.received(epoch, a)))
+        return finding(
+            "rank-overlap", "error",
+            f"epoch {epoch}: ranks {a} and {b} both received {shared} samples ({shared / max(mine, 1):.0%} of rank {a}'s "
+            f"{mine} distinct); padding explains at most {got.allowed_repeats}: the ranks train on the same data",
+            "give each rank its own share: DistributedSampler(dataset, num_replicas=world_size, rank=rank) for a map-style "
+            "dataset (lesson 05), a split by rank and worker for a stream (lesson 06)",
+            epoch=epoch, ranks=[a, b], shared=shared, rank_samples=mine, allowed=got.allowed_repeats)
+    return None
+
+
+@rule("unequal-steps", severities=("error",), phase="measure", budget=0.25, planted="unequal_steps",
+      applies=lambda obs: obs.ranks >= 2, taught_in=(LESSON, SECTION_RANKS))
+def unequal_steps(obs: Observation) -> Finding | None:
+    """Ranks that take different numbers of steps in one epoch: under DDP the longer ones wait for the others, a hang."""
+    got = received(obs) if obs.ranks >= 2 else None
+    if got is None:
+        return None
+    for epoch in got.whole_epochs():
+        steps = got.ledger.steps(epoch, ranks=range(got.ranks))
+        if len(set(steps.values())) == 1:
+            continue
+        fewest = min(steps, key=steps.get)  # type: ignore[arg-type]
+        return finding(
+            "unequal-steps", "error",
+            f"epoch {epoch}: steps per rank {steps}: after rank {fewest}'s last step ({steps[fewest]}) the other ranks' "
+            "next gradient all-reduce waits for a rank that has stopped: DDP hangs (until the collective's timeout)",
+            "give every rank as many batches: DistributedSampler pads to equal shares (lesson 05); plan token-budget batches "
+            "once and deal them out (helpers.sequence_samplers.DistributedBucketSampler, lesson 08); equal shards per rank, "
+            "or stop every rank at the shortest, for a stream (lesson 06)",
+            epoch=epoch, steps={str(r): n for r, n in steps.items()})
+    return None
+
+
+@rule("resume-mismatch", severities=("error", "warning"), phase="measure", budget=2.0, planted="resume_mismatch",
+      applies=lambda obs: obs.resume, taught_in=(LESSON, SECTION_RESUME))
+def resume_mismatch(obs: Observation) -> Finding | None:
+    """A loader restored from its state mid-epoch or at the epoch boundary delivers other samples than the uninterrupted run."""
+    if not obs.resume:
+        return None
+    probe = make(obs, 0)
+    if not (callable(getattr(probe, "state_dict", None)) and callable(getattr(probe, "load_state_dict", None))):
+        obs.skipped["resume-mismatch"] = (f"a {type(probe).__name__} keeps no position (no state_dict): a resumed run starts "
+                                          "its epoch again; torchdata's StatefulDataLoader keeps one (lesson 09)")
+        return None
+    end = slot(obs, "resume-mismatch", need_s(obs, [probe], 9.0), "two runs of 2 epochs and two resumed ones")
+    if end is None:
+        return None
+    start = Launch()
+    try:
+        whole, _ = launch(obs, start, end)
+        again, _ = launch(obs, start, end)
+        batches = whole.steps(0)[0]
+        points = {"at the epoch boundary": (0, None)} | ({"mid-epoch": (0, batches // 2)} if batches >= 2 else {})
+        resumed = {}
+        for where, stop in points.items():
+            before, state = launch(obs, start, end, stop=stop)
+            after, _ = launch(obs, start, end, state=state)
+            resumed[where] = Ledger.merged([before, after])
+    except OutOfTime:
+        obs.skipped["resume-mismatch"] = "the runs did not end within the slot: give a larger --budget (budget_s)"
+        return None
+    finally:
+        start.restore()
+    return _judge_resume(obs, whole, again, resumed, batches)
+
+
+def _multisets(ledger: Ledger) -> list[Counter]:
+    return [ledger.counts(epoch) for epoch in range(RESUME_EPOCHS)]
+
+
+def _judge_resume(obs: Observation, whole: Ledger, again: Ledger, resumed: dict[str, Ledger], batches: int) -> Finding | None:
+    exact = whole.first_difference(again) is None  # the uninterrupted run repeats itself from a fresh launch
+    if not exact and _multisets(whole) != _multisets(again):
+        obs.skipped["resume-mismatch"] = ("two uninterrupted runs from the same start delivered different samples: nothing "
+                                          "to compare a resumed run with (an order from an unseeded random source?)")
+        return None
+    found = {}
+    for where, ledger in resumed.items():
+        lost = [sum(((w - r).values())) for w, r in zip(_multisets(whole), _multisets(ledger))]
+        extra = [sum(((r - w).values())) for w, r in zip(_multisets(whole), _multisets(ledger))]
+        differs = whole.first_difference(ledger) if exact else None
+        if any(lost) or any(extra) or differs:
+            found[where] = {"lost": lost, "extra": extra, "first_difference": differs}
+    obs.measured["resume"] = {"reproducible": exact, "batches_in_epoch_0": batches, "mismatches": found}
+    if not found:
+        return None
+    where, what = next(iter(found.items()))
+    severity = "error" if any(sum(w[k]) for w in found.values() for k in ("lost", "extra")) else "warning"
+    point = f"mid-epoch (after batch {batches // 2} of {batches})" if where == "mid-epoch" else where
+    if severity == "error":
+        said = "; ".join(f"epoch {e}: {lost} samples of the uninterrupted run never came, {extra} came again or instead"
+                         for e, (lost, extra) in enumerate(zip(what["lost"], what["extra"])) if lost or extra)
+    else:
+        said = f"the same samples in another order: {what['first_difference']}"
+    return finding(
+        "resume-mismatch", severity,
+        f"a loader resumed {point} from its state_dict delivered other samples than the uninterrupted run: {said}"
+        + (f" (also wrong: {', '.join(w for w in found if w != where)})" if len(found) > 1 else ""),
+        "save what the loop has not received yet with the position (a shuffle buffer's content, prefetched items), or make "
+        "the order a function of (seed, epoch) and the position; check the resumed run against an uninterrupted one with "
+        "a ledger (lesson 09)",
+        points=sorted(found), reproducible=exact, lost=what["lost"], extra=what["extra"], batches_in_epoch_0=batches)
