@@ -43,7 +43,7 @@ CODES = frozenset({
     "loader-error", "input-bound", "workers-oversubscribed", "workers-too-few", "startup-cost", "pin-memory-no-accelerator",
     "pin-memory-missing", "unbalanced-batches", "class-weights-as-sample-weights", "no-replacement-weights",
     "iterable-duplicates", "copy-on-read", "shm-too-small", "threads-oversubscribed", "busy-host", "padding-waste",
-    "epoch-order-repeats", "coverage-gap", "rank-overlap", "unequal-steps", "resume-mismatch",
+    "epoch-order-repeats", "coverage-gap", "rank-overlap", "unequal-steps", "resume-mismatch", "not-picklable",
 })
 ERROR_CODES = frozenset({"loader-error", "class-weights-as-sample-weights", "iterable-duplicates", "rank-overlap",
                          "unequal-steps"})  # always severity error

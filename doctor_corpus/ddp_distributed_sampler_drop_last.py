@@ -1,7 +1,8 @@
 """DDP training loader dropping the remainder twice over: DistributedSampler(drop_last=True) and DataLoader(drop_last=True).
 
 Origin: modelled on timm's training loader under DDP (timm/data/loader.py create_loader: a DistributedSampler for the
-training set, drop_last=is_training), over a dataset that divides neither by the ranks nor by the batch.
+training set and drop_last=is_training on the DataLoader), with DistributedSampler(drop_last=True) added, over a dataset
+that divides neither by the ranks nor by the batch.
 """
 from __future__ import annotations
 

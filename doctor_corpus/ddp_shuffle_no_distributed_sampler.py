@@ -1,8 +1,7 @@
 """A DDP script whose loader shuffles the whole dataset on every rank (no DistributedSampler): the ranks train on the same data.
 
-Origin: modelled on PatrickHua/SimSiam#16 ("no DistributedSampler ... would make the model run the same data twice"),
-karpathy/llama2.c#522 and binbinao/physicsnemo-from-zero-to-one#143 (DataLoader(shuffle=True) under DDP: every rank sees
-the same data).
+Origin: modelled on PatrickHua/SimSiam#16 ("no DistributedSampler ... would make the model run the same data twice") and
+binbinao/physicsnemo-from-zero-to-one#143 (DataLoader(shuffle=True) under DDP: every rank sees the same data).
 """
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from doctor_corpus import _data
 
-EXPECTED = frozenset({"loader-error"})
+EXPECTED = frozenset({"loader-error", "not-picklable"})
+EVIDENCE = {"not-picklable": {"path": "loader.dataset.file", "start_method": "spawn"}}
 FAST = True
 
 

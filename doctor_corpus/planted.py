@@ -241,6 +241,24 @@ def resume_mismatch() -> Plant:
     return Plant(_buffered(), resume=True, make_loader=_buffered, budget_s=10.0)
 
 
+class Transformed(Dataset):
+    """Items passed through a transform kept on the dataset (a lambda, as in many tutorials' `transform=lambda x: ...`)."""
+
+    def __init__(self, transform: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.transform, self.x = transform, torch.randn(256, 4, generator=torch.Generator().manual_seed(0))
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.transform(self.x[i])
+
+
+def not_picklable() -> Plant:
+    """A dataset holding a lambda, read by 2 workers: fork copies it, spawn and forkserver must pickle it."""
+    return Plant(DataLoader(Transformed(lambda x: x * 2), batch_size=16, num_workers=2, multiprocessing_context="fork"))
+
+
 def _is_plant(value: Any) -> bool:
     """A function of this module taking no argument and returning a Plant."""
     return (inspect.isfunction(value) and value.__module__ == __name__ and value.__annotations__.get("return") == "Plant"

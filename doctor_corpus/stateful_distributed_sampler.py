@@ -1,7 +1,7 @@
 """StatefulDataLoader with a DistributedSampler per rank and set_epoch each epoch, checked on 2 ranks and resumed.
 
-Origin: modelled on torchtitan-style training loops (a DistributedSampler per rank inside torchdata's StatefulDataLoader,
-its state saved with the checkpoint) and the DistributedSampler documentation's set_epoch.
+Origin: modelled on torchdata's StatefulDataLoader tutorial (state_dict saved with the checkpoint, load_state_dict in the
+next run) with a DistributedSampler per rank and set_epoch each epoch, as the DistributedSampler documentation asks.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The same reshuffling stream with workers started afresh each epoch: set_epoch reaches them, every epoch a new order.
 
-Origin: modelled on the usual fix in the reports of huggingface/datasets#6673 and starVLA#470: persistent_workers=False,
-so each epoch's workers copy the dataset after set_epoch ran.
+Origin: modelled on one of the two fixes of huggingface/datasets#6673 that lesson 09 measures: persistent_workers=False,
+so each epoch's workers copy the dataset after set_epoch ran (the other, an epoch in shared memory, is datasets PR #6710's).
 """
 from __future__ import annotations
 

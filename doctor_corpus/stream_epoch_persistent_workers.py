@@ -1,8 +1,8 @@
 """A sharded stream that reshuffles its shards per epoch with set_epoch, read by 2 persistent workers: every epoch the same order.
 
-Origin: modelled on the reports issue 36 cites: huggingface/datasets#6673 and starVLA#470 (an IterableDataset's
-set_epoch, called in the main process, never reaches persistent workers: they keep the copy made at their start) and
-VeOmni PR #940's fix.
+Origin: modelled on huggingface/datasets#6673 (an IterableDataset's set_epoch, called in the main process, never reaches
+persistent workers: they keep the copy made at their start; fixed upstream in datasets PR #6710 with the epoch in
+shared memory).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A sharded stream split over 2 ranks by shard, 5 shards: 3 against 2, so the ranks take different numbers of steps.
 
 Origin: modelled on huggingface/datasets#6437 (split_dataset_by_node on an iterable dataset gives nodes different
-numbers of examples; training hung until torch's Join was used) and datasets PR #8565 (5 shards over 3 nodes: [2, 2, 1]).
+numbers of examples when the shards differ; the user's fix was torch's Join), with shards dealt to ranks by stride.
 """
 from __future__ import annotations
 

@@ -464,6 +464,8 @@ EVIDENCE = {  # per code: a check of the finding beyond its code, from the plant
     # random batches of 16 from lesson 08's corpus: about half of every batch is padding (52 % in the lesson)
     "padding-waste": lambda f: 0.4 < f.evidence["padding_share"] < 0.65
     and f.evidence["padding_share"] == 1 - f.evidence["real_tokens"] / f.evidence["positions"],
+    "not-picklable": lambda f: f.severity == "warning" and f.evidence["path"] == "loader.dataset.transform"
+    and f.evidence["type"] == "function" and f.evidence["start_method"] == "fork" and "Can't pickle" in f.evidence["error"],
     # the ledger's rules (lesson 09), each number from the planted fault's design
     "epoch-order-repeats": lambda f: f.evidence["cause"] == "persistent-workers" and f.evidence["samples"] == 96,
     "coverage-gap": lambda f: f.evidence["missing"] == 12 and f.evidence["expected"] == 60,  # shard 4 of 5, 12 items each

@@ -209,7 +209,7 @@ def test_the_command_line_reads_ranks_and_writes_the_ledger_into_the_json(tmp_pa
     assert ledger["ranks"] == 2 and ledger["per_epoch"]["0"]["overlap"] == {"0-1": 64}
     assert ledger["per_epoch"]["1"]["steps"] == {"0": 8, "1": 8}
     assert doctor.main(["ranked:no_rank", "--ranks", "2"]) == 2  # cannot build rank 0's loader: could not run
-    assert "unexpected keyword argument 'rank'" in capsys.readouterr().err
+    assert "make_loader must take rank= and world_size= keyword arguments for ranks=2" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         doctor.main(["ranked:no_rank", "--epochs", "0"])
     assert exit_.value.code == 2 and "--epochs must be 1 or more, got 0" in capsys.readouterr().err
@@ -227,3 +227,63 @@ def test_an_order_from_the_global_random_state_is_compared_as_fresh_launches_wou
     diagnosis = doctor.diagnose(_unseeded(), resume=True, make_loader=_unseeded, budget_s=8)
     assert diagnosis.measurements["resume"]["reproducible"] is True, str(diagnosis)
     assert "resume-mismatch" not in codes(diagnosis)
+
+
+class Chunks(DistributedSampler):
+    """A DistributedSampler subclass dealing contiguous chunks of n // world_size, no padding (a held-out review's case)."""
+
+    def __init__(self, dataset, num_replicas: int, rank: int) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=False)
+        self.num_samples = len(dataset) // num_replicas
+        self.total_size = self.num_samples * num_replicas  # below len(dataset): not padding
+
+    def __iter__(self):
+        return iter(range(self.rank * self.num_samples, (self.rank + 1) * self.num_samples))
+
+
+def _chunks(rank: int = 0, world_size: int = 1) -> DataLoader:
+    data = TensorDataset(torch.zeros(11, 1))
+    return DataLoader(data, batch_size=2, sampler=Chunks(data, world_size, rank))
+
+
+def test_a_sampler_whose_total_size_is_below_the_dataset_explains_no_overlap_and_no_gap():
+    diagnosis = doctor.diagnose(_chunks(0, 2), ranks=2, make_loader=_chunks, budget_s=6)
+    assert "rank-overlap" not in diagnosis.codes, str(diagnosis)  # 0 shared: padding of -1 must not count
+    found = one(diagnosis, "coverage-gap")
+    assert found.evidence["missing"] == 1 and found.evidence["allowed_missing"] == 0 == found.evidence["allowed_repeats"]
+
+
+class EpochOnlyState(Sampler[int]):
+    """A "resumable" sampler whose state holds the epoch but not the position in it: a mid-epoch resume starts it again."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.epoch = n, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch = state["epoch"]
+
+    def __iter__(self):
+        return iter(torch.randperm(self.n, generator=torch.Generator().manual_seed(self.epoch)).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _epoch_only():
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    return StatefulDataLoader(range(32), batch_size=4, sampler=EpochOnlyState(32))
+
+
+def test_the_resume_finding_names_the_point_that_lost_or_repeated_samples():
+    found = one(doctor.diagnose(_epoch_only(), resume=True, make_loader=_epoch_only, budget_s=8), "resume-mismatch")
+    # resumed after 4 of 8 batches, the epoch starts again: the 16 samples already received come a second time
+    assert found.severity == "error" and found.evidence["extra"] == [16, 0] and found.evidence["lost"] == [0, 0]
+    assert found.message.startswith("a loader resumed mid-epoch (after batch 4 of 8) from its state_dict delivered other")
+    assert "epoch 0: 0 samples of the uninterrupted run never came, 16 came again or instead" in found.message

@@ -12,7 +12,7 @@ from typing import Any
 
 from helpers._validate import short
 from helpers.doctor.reading import threads_left
-from helpers.doctor.run import diagnose
+from helpers.doctor.run import check_make_loader, diagnose
 from helpers.env import share_worker_temp_dir
 
 OK, FOUND_ERROR, COULD_NOT_RUN = 0, 1, 2
@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     share_worker_temp_dir()  # the loader's workers share one temporary folder, removed when the doctor exits
     try:
         make_loader = load(args.loader, "loader")
+        check_make_loader(make_loader, args.ranks, args.resume)  # --ranks needs rank= and world_size=: said before calling it
         loader = make_loader(rank=0, world_size=args.ranks) if args.ranks > 1 else make_loader()
         step = load(args.step, "--step") if args.step else None
         diagnosis = diagnose(loader, step=step, budget_s=args.budget, device=args.device, epochs=args.epochs, ranks=args.ranks,

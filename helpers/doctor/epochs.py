@@ -86,11 +86,11 @@ def allowances(loaders: list[DataLoader]) -> tuple[int, int, list[str]]:
     why: list[str] = []
     distributed = next((p for _, p in inner_parts(loaders[0]) if isinstance(p, DistributedSampler)), None)
     if distributed is not None:
-        extra = distributed.total_size - len(distributed.dataset)
-        if distributed.drop_last:
+        extra = distributed.total_size - len(distributed.dataset)  # a subclass may set total_size as it likes: clamped
+        if distributed.drop_last and extra < 0:
             missing -= extra
             why.append(f"DistributedSampler(drop_last=True) leaves out {-extra}")
-        elif extra:
+        elif not distributed.drop_last and extra > 0:
             repeats += extra
             why.append(f"DistributedSampler pads {extra} samples so every rank gets as many")
     dropped = 0

@@ -11,6 +11,7 @@ import torch
 
 from helpers.doctor.findings import Finding, fmt_bytes
 from helpers.doctor.measure import ranks_on_node, shm_free_bytes
+from helpers.doctor.pickling import culprit, main_has_no_file, pickle_probe, start_method
 from helpers.doctor.reading import alternating_rates
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
@@ -143,3 +144,46 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
         "cv2.setNumThreads(1) for OpenCV (or OPENBLAS_NUM_THREADS=1 and OPENCV_FOR_THREADS_NUM=1 before the program "
         "starts); DataLoader already sets torch's own threads to 1 in each worker, unless your worker_init_fn raises them",
         ranks=ranks, workers=workers, threads_per_worker=most, usable_cores=cores, gain=gain, rounds=len(ratios))
+
+
+SENT = ("dataset", "collate_fn", "worker_init_fn")  # what a DataLoader passes to each worker process it starts
+
+
+@rule("not-picklable", severities=("error", "warning", "info"), phase="static", planted="not_picklable",
+      taught_in=("00_setup_check", "4. The start method, and why worker code lives in a module"))
+def not_picklable(obs: Observation) -> Finding | None:
+    """What the workers are sent, pickled as spawn and forkserver send it: the first part that fails, by its path."""
+    loader = obs.loader
+    if loader.num_workers == 0:
+        return None
+    method = start_method(loader)
+    parts = {name: getattr(loader, name) for name in SENT}
+    probes = {name: pickle_probe(part) for name, part in parts.items()}
+    failed = next((name for name, p in probes.items() if p.error is not None), None)
+    obs.measured["start_method"] = method
+    if failed is None:  # what each spawned worker unpickles, tensors and arrays left out (they travel as shared memory)
+        obs.measured["pickled_per_worker_bytes"] = sum(p.nbytes for p in probes.values())
+    later = "fails" if method in ("spawn", "forkserver") else ("would fail under forkserver (Linux's default from Python "
+                                                             "3.14) and spawn (macOS, Windows); it works under fork, used now")
+    severity = "error" if method in ("spawn", "forkserver") else "warning"
+    if failed is not None:
+        path, part, error = culprit(f"loader.{failed}", parts[failed]) or (f"loader.{failed}", parts[failed], probes[failed].error)
+        return finding(
+            "not-picklable", severity,
+            f"{path} ({type(part).__name__}) cannot be pickled: {type(error).__name__}: {error}. Each worker is sent the "
+            f"{failed} pickled when it starts under spawn or forkserver, so starting the workers {later}",
+            "make it picklable: a function or class defined at module level instead of a lambda or a local one; a file, "
+            "database or socket opened lazily inside the worker (in __getitem__ or worker_init_fn) instead of in __init__ "
+            "(lesson 00)",
+            path=path, type=type(part).__name__, error=f"{type(error).__name__}: {error}", start_method=method)
+    from_main = sorted({name for p in probes.values() for name in p.from_main})
+    if from_main and main_has_no_file():  # the course's own notebooks do this under fork: info there, an error where it fails
+        return finding(
+            "not-picklable", "error" if severity == "error" else "info",
+            f"the workers are sent {', '.join(from_main)}, defined in __main__, which here is a notebook or a REPL with no "
+            "file: a worker started by spawn or forkserver has a __main__ of its own without them (its error: "
+            f"\"AttributeError: Can't get attribute '{from_main[0].split('.')[0]}' on <module '__main__' (built-in)>\"), so "
+            f"starting the workers {later}",
+            "move the dataset's class and functions into a module (a .py file next to the notebook) and import them (lesson 00)",
+            path="__main__", type="defined in __main__", error="", names=from_main, start_method=method)
+    return None

@@ -38,6 +38,7 @@ def epoch_order_repeats(obs: Observation) -> Finding | None:
     for epoch, rank in same[:3]:  # a pair that a fresh reading repeats too is the loader's own order: try the next
         cause = _order_cause(obs, got, epoch, rank)
         if cause is not None:
+            obs.skipped.pop("epoch-order-repeats", None)  # an earlier pair's note: this pair is the finding
             break
     else:
         return None
@@ -67,17 +68,17 @@ def _order_cause(obs: Observation, got: Received, epoch: int, rank: int) -> tupl
     (cause, fix, kind), or None when a fresh reading repeats the order too (the loader's own order: by design or chance)."""
     loader = got.loaders[rank]
     called, inner = called_parts(loader), [(p, x) for p, x in inner_parts(loader) if callable(getattr(x, "set_epoch", None))]
+    deeper = [(p, x) for p, x in inner if all(x is not c for _, c in called)]
     try:
         if called and _fresh_orders_differ(obs, loader, called, epoch):
             if loader.persistent_workers and loader.num_workers > 0:
-                return ("persistent workers keep the copy of the dataset and sampler state they started with, so set_epoch in "
-                        "the main process does not reach them (measured: the same loader with persistent_workers=False "
-                        "delivered epochs 0 and 1 in different orders)",
+                return ("persistent workers keep the copy of the dataset they started with, so the dataset's set_epoch in the "
+                        "main process does not reach them (measured: the same loader with persistent_workers=False delivered "
+                        f"epochs {epoch} and {epoch + 1} in different orders)",
                         "keep the epoch where the workers read it (shared memory: helpers.ledger_demos.SharedEpochStream), or "
                         "persistent_workers=False (lesson 09)", "persistent-workers")
             return (f"set_epoch on {', '.join(p for p, _ in called)} changes the order when read afresh, but not in the "
                     "loop's reading", "check what your loop's set_epoch reaches with a ledger (lesson 09)", "other")
-        deeper = [(p, x) for p, x in inner if all(x is not c for _, c in called)]
         if deeper and _fresh_orders_differ(obs, loader, called + deeper, epoch):
             path, part = deeper[0]
             return (f"{path} ({type(part).__name__}) changes the order when its own set_epoch is called (measured), but the "
@@ -91,13 +92,15 @@ def _order_cause(obs: Observation, got: Received, epoch: int, rank: int) -> tupl
             or getattr(x, "shuffle", None) is True]
     if says:
         path, part = says[0]
-        return (f"{path} ({type(part).__name__}) is meant to shuffle, yet set_epoch on "
-                f"{', '.join(p for p, _ in called) or 'nothing (no part has it)'} changed nothing, read afresh too",
+        tried = (f"a fresh reading with set_epoch on {', '.join(p for p, _ in called + deeper)} gave the same order too"
+                 if called or deeper else "nothing in the loader has set_epoch, so a loop cannot ask it for a new order")
+        return (f"{path} ({type(part).__name__}) is meant to shuffle (a RandomSampler, or shuffle=True), yet {tried}",
                 "make the order a function of (seed, epoch) that set_epoch sets, and check it with a ledger (lesson 09)",
                 "no-epoch")
     obs.skipped["epoch-order-repeats"] = (f"rank {rank} received epochs {epoch} and {epoch + 1} in the same order, and so did "
-                                          "a fresh reading (new workers, set_epoch on every part that has one): the loader's "
-                                          "own order, by design (nothing shuffles) or by chance, not a lost set_epoch")
+                                          "a fresh reading (new workers, set_epoch on every part that has one): the order "
+                                          "comes from the loader itself, by design or by chance (an epoch a map-style dataset "
+                                          "applies inside its workers is not seen: the ledger's ids are the sampler's indices)")
     return None
 
 
@@ -120,8 +123,9 @@ def coverage_gap(obs: Observation) -> Finding | None:
             f"{coverage.missing[:5]}), {repeats} deliveries of a sample again to the same rank, {len(coverage.unexpected)} "
             f"not in the dataset; the settings explain at most {got.allowed_missing} left out and {got.allowed_repeats} "
             f"repeats ({allowed})",
-            "split the samples (or shards) so that the parts cover them all, the remainder included: indices[i::n] rather "
-            "than equal slices of n // parts (lessons 05, 06, 09)",
+            "make the parts (ranks, workers) split one plan of the samples that covers each once: a split by stride "
+            "(indices[i::n]) keeps the remainder that equal slices of n // parts leave out, and one shared seed keeps parts "
+            "from drawing orders of their own (lessons 05, 06, 09)",
             epoch=epoch, missing=len(coverage.missing), expected=coverage.expected, repeats_within_ranks=repeats,
             unexpected=len(coverage.unexpected), allowed_missing=got.allowed_missing, allowed_repeats=got.allowed_repeats)
     return None
@@ -152,7 +156,7 @@ def rank_overlap(obs: Observation) -> Finding | None:
 @rule("unequal-steps", severities=("error",), phase="measure", budget=0.25, planted="unequal_steps",
       applies=lambda obs: obs.ranks >= 2, taught_in=(LESSON, SECTION_RANKS))
 def unequal_steps(obs: Observation) -> Finding | None:
-    """Ranks that take different numbers of steps in one epoch: under DDP the longer ones wait for the others, a hang."""
+    """Ranks that take different numbers of steps in one epoch: under DDP their all-reduces stop pairing up (lesson 05)."""
     got = received(obs) if obs.ranks >= 2 else None
     if got is None:
         return None
@@ -163,8 +167,10 @@ def unequal_steps(obs: Observation) -> Finding | None:
         fewest = min(steps, key=steps.get)  # type: ignore[arg-type]
         return finding(
             "unequal-steps", "error",
-            f"epoch {epoch}: steps per rank {steps}: after rank {fewest}'s last step ({steps[fewest]}) the other ranks' "
-            "next gradient all-reduce waits for a rank that has stopped: DDP hangs (until the collective's timeout)",
+            f"epoch {epoch}: steps per rank {steps}. Under DDP each step's gradient all-reduce needs every rank: after rank "
+            f"{fewest}'s last step ({steps[fewest]}) the others' all-reduces have no partner, so the job hangs until the "
+            "collective's timeout, fails when the short rank exits, or pairs steps of different epochs (lesson 05); a loop "
+            "without collectives, as some evaluation loops are, is not affected",
             "give every rank as many batches: DistributedSampler pads to equal shares (lesson 05); plan token-budget batches "
             "once and deal them out (helpers.sequence_samplers.DistributedBucketSampler, lesson 08); equal shards per rank, "
             "or stop every rank at the shortest, for a stream (lesson 06)",
@@ -219,24 +225,28 @@ def _judge_resume(obs: Observation, whole: Ledger, again: Ledger, resumed: dict[
     for where, ledger in resumed.items():
         lost = [sum(((w - r).values())) for w, r in zip(_multisets(whole), _multisets(ledger))]
         extra = [sum(((r - w).values())) for w, r in zip(_multisets(whole), _multisets(ledger))]
-        differs = whole.first_difference(ledger) if exact else None
+        differs = ledger.first_difference(whole) if exact else None  # the resumed run's numbers first
         if any(lost) or any(extra) or differs:
             found[where] = {"lost": lost, "extra": extra, "first_difference": differs}
     obs.measured["resume"] = {"reproducible": exact, "batches_in_epoch_0": batches, "mismatches": found}
     if not found:
         return None
-    where, what = next(iter(found.items()))
-    severity = "error" if any(sum(w[k]) for w in found.values() for k in ("lost", "extra")) else "warning"
+    wrong = lambda what: any(what["lost"]) or any(what["extra"])  # noqa: E731 - samples lost or repeated, not just reordered
+    where = next((w for w, what in found.items() if wrong(what)), next(iter(found)))  # the worst point is named
+    what = found[where]
+    severity = "error" if wrong(what) else "warning"
     point = f"mid-epoch (after batch {batches // 2} of {batches})" if where == "mid-epoch" else where
     if severity == "error":
-        said = "; ".join(f"epoch {e}: {lost} samples of the uninterrupted run never came, {extra} came again or instead"
-                         for e, (lost, extra) in enumerate(zip(what["lost"], what["extra"])) if lost or extra)
+        said = ("delivered other samples than the uninterrupted run: " + "; ".join(
+            f"epoch {e}: {lost} samples of the uninterrupted run never came, {extra} came again or instead"
+            for e, (lost, extra) in enumerate(zip(what["lost"], what["extra"])) if lost or extra))
     else:
-        said = f"the same samples in another order: {what['first_difference']}"
+        said = ("delivered the uninterrupted run's samples in another order (each epoch complete): "
+                f"resumed run against uninterrupted, {what['first_difference']}")
     return finding(
         "resume-mismatch", severity,
-        f"a loader resumed {point} from its state_dict delivered other samples than the uninterrupted run: {said}"
-        + (f" (also wrong: {', '.join(w for w in found if w != where)})" if len(found) > 1 else ""),
+        f"a loader resumed {point} from its state_dict {said}"
+        + (f" (also different: {', '.join(w for w in found if w != where)})" if len(found) > 1 else ""),
         "save what the loop has not received yet with the position (a shuffle buffer's content, prefetched items), or make "
         "the order a function of (seed, epoch) and the position; check the resumed run against an uninterrupted one with "
         "a ledger (lesson 09)",

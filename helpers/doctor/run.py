@@ -50,7 +50,7 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
             raise ValueError(f"{name} must be a whole number >= 1, got {short(value)}")
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, got {short(resume)}")
-    _check_make_loader(make_loader, ranks, resume)
+    check_make_loader(make_loader, ranks, resume)
     start = time.perf_counter()
     obs = Observation(loader, step, device, deadline=start + 0.85 * budget_s, budget_s=float(budget_s),  # the rest covers stopping workers
                       epochs=epochs, ranks=ranks, resume=resume, make_loader=make_loader)
@@ -88,7 +88,7 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
     return Diagnosis(findings, obs.measured, obs.skipped, time.perf_counter() - start, float(budget_s), seen)
 
 
-def _check_make_loader(make_loader: Any, ranks: int, resume: bool) -> None:
+def check_make_loader(make_loader: Any, ranks: int, resume: bool) -> None:
     """make_loader is a callable, given when ranks > 1 or resume, taking rank= and world_size= when ranks > 1."""
     if make_loader is None:
         if ranks > 1 or resume:
