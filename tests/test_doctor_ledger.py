@@ -174,15 +174,19 @@ def test_an_epoch_longer_than_the_budget_says_which_budget_would_do():
     ({"resume": True}, ValueError, "make_loader is needed for ranks=1, resume=True"),
     ({"ranks": 2, "make_loader": lambda: None}, ValueError, "make_loader must take rank= and world_size= keyword arguments"),
     ({"make_loader": 3}, TypeError, "make_loader must be a function returning a DataLoader, got 3"),
+    ({"resume": True, "make_loader": lambda rank, world_size: None}, ValueError, "make_loader must take to be callable with no"),
+    ({"epochs": 1.5}, ValueError, "epochs must be a whole number >= 1, got 1.5"),
 ])
 def test_bad_arguments_are_named(kwargs, error, text):
     with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         doctor.diagnose(DataLoader(DATA, batch_size=20), **kwargs)
 
 
-def test_a_make_loader_that_returns_something_else_is_said():
+def test_a_make_loader_that_returns_something_else_is_the_loaders_error():
     diagnosis = doctor.diagnose(DataLoader(DATA, batch_size=20), epochs=2, make_loader=lambda: [1, 2], budget_s=6)
-    assert "make_loader must return a torch.utils.data.DataLoader, got list" in diagnosis.not_measured["ledger"]
+    found = one(diagnosis, "loader-error")
+    assert "make_loader must return a torch.utils.data.DataLoader, got list" in found.message
+    assert found.evidence["while"] == "building rank 0's loader with make_loader"
 
 
 MODULE = '''
@@ -287,3 +291,71 @@ def test_the_resume_finding_names_the_point_that_lost_or_repeated_samples():
     assert found.severity == "error" and found.evidence["extra"] == [16, 0] and found.evidence["lost"] == [0, 0]
     assert found.message.startswith("a loader resumed mid-epoch (after batch 4 of 8) from its state_dict delivered other")
     assert "epoch 0: 0 samples of the uninterrupted run never came, 16 came again or instead" in found.message
+
+
+class Shares(IterableDataset):
+    """Rank r's share of a stream: rank 0 gets nothing, rank 1 one sample (a contract probe's case)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def __iter__(self):
+        if self.rank == 1:
+            yield {"id": 0, "x": torch.zeros(1)}
+
+
+def _shares(rank: int = 0, world_size: int = 1) -> DataLoader:
+    return DataLoader(Shares(rank), batch_size=1)
+
+
+def test_an_empty_rank_0_does_not_hide_the_other_ranks_steps():
+    diagnosis = doctor.diagnose(_shares(0, 2), ranks=2, make_loader=_shares, budget_s=6)
+    assert one(diagnosis, "unequal-steps").evidence["steps"] == {"0": 0, "1": 1}
+    assert diagnosis.not_measured["all"] == "the loader yielded no batch"
+
+
+def _second_rank_fails(rank: int = 0, world_size: int = 1) -> DataLoader:
+    if rank == 1:
+        raise RuntimeError("no loader for rank 1")
+    return DataLoader(DATA, batch_size=20, sampler=DistributedSampler(DATA, num_replicas=world_size, rank=rank))
+
+
+def test_your_codes_errors_while_reading_epochs_are_loader_errors():
+    found = one(doctor.diagnose(_second_rank_fails(), ranks=2, make_loader=_second_rank_fails, budget_s=6), "loader-error")
+    assert "no loader for rank 1" in found.message and found.evidence["while"] == "building rank 1's loader with make_loader"
+
+    class Refuses(DistributedSampler):
+        def set_epoch(self, epoch: int) -> None:
+            if epoch > 0:
+                raise RuntimeError(f"set_epoch refused: {epoch}")
+            super().set_epoch(epoch)
+
+    refusing = DataLoader(DATA, batch_size=20, sampler=Refuses(DATA, num_replicas=1, rank=0))
+    found = one(doctor.diagnose(refusing, epochs=2, budget_s=6), "loader-error")
+    assert "set_epoch refused: 1" in found.message and found.evidence["while"] == "calling loader.sampler.set_epoch(1)"
+
+
+def _seeded(rank: int = 0, world_size: int = 1) -> DataLoader:
+    order = torch.randperm(8)  # the same on every rank of a script that seeds torch first
+    return DataLoader(TensorDataset(torch.zeros(8, 1)), batch_size=2, sampler=order[rank::world_size].tolist())
+
+
+def test_ranks_start_from_the_same_random_state_as_seeded_processes_do():
+    torch.manual_seed(0)
+    diagnosis = doctor.diagnose(_seeded(0, 2), ranks=2, make_loader=_seeded, budget_s=6)
+    assert not {"rank-overlap", "coverage-gap"} & set(diagnosis.codes), str(diagnosis)
+    assert diagnosis.measurements["ledger"]["per_epoch"]["0"]["distinct"] == 8
+
+
+def test_the_learners_sampler_is_left_at_its_epoch():
+    sampler = DistributedSampler(DATA, num_replicas=1, rank=0, shuffle=True, seed=0)
+    sampler.set_epoch(5)
+    doctor.diagnose(DataLoader(DATA, batch_size=20, sampler=sampler), epochs=3, budget_s=6)
+    assert sampler.epoch == 5
+
+
+def test_a_numpy_integer_is_a_whole_number():
+    import numpy as np
+
+    diagnosis = doctor.diagnose(DataLoader(DATA, batch_size=20), epochs=np.int64(2), budget_s=6)
+    assert diagnosis.measurements["ledger"]["epochs_read"] == 2

@@ -8,10 +8,12 @@ one is read here without one (the first pass read it already).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 import random
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,8 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from helpers.batches import leaves
 from helpers.doctor.measure import KEY_KEYS, length
-from helpers.doctor.reading import stop_workers
+from helpers.doctor.measure import summary as summary_of
+from helpers.doctor.reading import LoaderFailed, stop_workers
 from helpers.doctor.registry import Observation
 from helpers.ledger import Ledger, Watched, copy_class
 from helpers.rebuild import rebuild
@@ -107,12 +110,26 @@ def allowances(loaders: list[DataLoader]) -> tuple[int, int, list[str]]:
     return missing, repeats, why
 
 
+@contextlib.contextmanager
+def learners(doing: str) -> Iterator[None]:
+    """Your code raising inside (make_loader, set_epoch, a pass over the loader) is the loader's error, as a loop would
+    meet it: LoaderFailed, which the doctor reports as loader-error."""
+    started = time.perf_counter()
+    try:
+        yield
+    except (OutOfTime, LoaderFailed):
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever your code raises is the finding
+        raise LoaderFailed(summary_of(exc), time.perf_counter() - started, False, doing, exc) from None
+
+
 def make(obs: Observation, rank: int, world_size: int | None = None) -> DataLoader:
     """Rank `rank`'s loader from `make_loader` (with rank and world_size when ranks > 1), as a fresh launch builds it."""
     world = obs.ranks if world_size is None else world_size
-    made = obs.make_loader(rank=rank, world_size=world) if obs.ranks > 1 else obs.make_loader()  # type: ignore[misc]
-    if not isinstance(made, DataLoader):
-        raise TypeError(f"make_loader must return a torch.utils.data.DataLoader, got {type(made).__name__}")
+    with learners(f"building rank {rank}'s loader with make_loader"):
+        made = obs.make_loader(rank=rank, world_size=world) if obs.ranks > 1 else obs.make_loader()  # type: ignore[misc]
+        if not isinstance(made, DataLoader):
+            raise TypeError(f"make_loader must return a torch.utils.data.DataLoader, got {type(made).__name__}")
     return made
 
 
@@ -129,22 +146,37 @@ class OutOfTime(Exception):
 
 
 def read_epoch(watched: Watched, loader: DataLoader, epoch: int, end: float, stop_at: int | None = None,
-               parts: list[tuple[str, Any]] | None = None) -> dict[str, Any] | None:
+               parts: list[tuple[str, Any]] | None = None, label: str = "") -> dict[str, Any] | None:
     """set_epoch(epoch) on `parts` (default: what a loop calls it on), then one pass of `watched` to its end (or its state
     after `stop_at` batches)."""
-    for _, part in called_parts(loader) if parts is None else parts:
+    for path, part in called_parts(loader) if parts is None else parts:
         if callable(getattr(part, "set_epoch", None)):
-            part.set_epoch(epoch)
+            with learners(f"calling {path}.set_epoch({epoch})"):
+                part.set_epoch(epoch)
     passing = iter(watched)
     try:
-        for _ in passing:
-            if time.perf_counter() > end:
-                raise OutOfTime
-            if stop_at is not None and watched.step == stop_at:
-                return watched.state_dict()
+        with learners(f"reading epoch {epoch}{label} through a ledger"):
+            for _ in passing:
+                if time.perf_counter() > end:
+                    raise OutOfTime
+                if stop_at is not None and watched.step == stop_at:
+                    return watched.state_dict()
     finally:
         passing.close()
     return None
+
+
+@contextlib.contextmanager
+def kept_epochs(parts: list[tuple[str, Any]]) -> Iterator[None]:
+    """Leave each part at the epoch it was at (its `epoch` attribute, as DistributedSampler keeps it) after the doctor's
+    own set_epoch calls."""
+    before = [(part, part.epoch) for _, part in parts if isinstance(getattr(part, "epoch", None), int)
+              and callable(getattr(part, "set_epoch", None))]
+    try:
+        yield
+    finally:
+        for part, epoch in before:
+            part.set_epoch(epoch)
 
 
 @dataclass
@@ -179,7 +211,10 @@ def received(obs: Observation) -> Received | None:
         return obs.received
     try:
         obs.received = _read(obs)
-    except Exception as exc:  # noqa: BLE001 - the learner's code raised while reading more epochs: say so, once
+    except LoaderFailed:
+        obs.skipped["ledger"] = "your code raised while the doctor read the epochs: see loader-error"
+        raise
+    except Exception as exc:  # noqa: BLE001 - the doctor's own reading failed: say so, once
         obs.skipped["ledger"] = f"reading {obs.epochs} epoch(s) x {obs.ranks} rank(s) raised {type(exc).__name__}: {exc}"
     if obs.received is not None:
         obs.measured["ledger"] = summary(obs.received)
@@ -187,13 +222,14 @@ def received(obs: Observation) -> Received | None:
 
 
 def per_batch_s(obs: Observation) -> float:
+    """Seconds per batch by the first pass (NaN when it read none)."""
     return obs.steady_batch_s if obs.batch_times_s else obs.first_batch_s
 
 
 def need_s(obs: Observation, loaders: list[DataLoader], passes: float) -> float | None:
     """Seconds `passes` epochs of the largest rank take by the first pass's batch times (None: the length is unknown)."""
     sizes = [length(loader) for loader in loaders]
-    if any(size is None for size in sizes):
+    if any(size is None for size in sizes) or not math.isfinite(per_batch_s(obs)):
         return None
     return 1.5 * passes * (max(sizes) * per_batch_s(obs) + obs.first_batch_s) + 0.5  # type: ignore[type-var]
 
@@ -209,7 +245,25 @@ def slot(obs: Observation, code: str, need: float | None, what: str) -> float | 
 
 
 def _read(obs: Observation) -> Received | None:
-    loaders = [make(obs, r) for r in range(obs.ranks)] if obs.make_loader is not None else [obs.loader]
+    """Each rank built and read as its own process would: from the random state the reading began with (torch, random,
+    numpy), each rank's carried on between its epochs; the learner's random state and epochs as they were afterwards."""
+    start = Launch()
+    streams = [start] * obs.ranks  # rank r's random state, as its own process would carry it
+    loaders: list[DataLoader] = []
+    try:
+        if obs.make_loader is None:
+            loaders = [obs.loader]
+        for rank in range(obs.ranks if obs.make_loader is not None else 0):
+            streams[rank].restore()
+            loaders.append(make(obs, rank))
+            streams[rank] = Launch()
+        with kept_epochs([p for loader in loaders for p in called_parts(loader)]):
+            return _read_ranks(obs, loaders, streams)
+    finally:
+        start.restore()
+
+
+def _read_ranks(obs: Observation, loaders: list[DataLoader], streams: list[Launch]) -> Received | None:
     passes = obs.epochs * len(loaders) + (1 if obs.iterable else 0)
     started = time.perf_counter()
     end = slot(obs, "ledger", need_s(obs, loaders, passes), f"reading {obs.epochs} whole epoch(s) x {len(loaders)} rank(s)")
@@ -221,7 +275,9 @@ def _read(obs: Observation) -> Received | None:
     try:
         for epoch in range(obs.epochs):
             for rank, (loader, seen) in enumerate(zip(loaders, watched)):
-                read_epoch(seen, loader, epoch, end)
+                streams[rank].restore()
+                read_epoch(seen, loader, epoch, end, label=f" of rank {rank}")
+                streams[rank] = Launch()
                 got.complete.add((epoch, rank))
         got.universe = _universe(obs, loaders[0], end)
     except OutOfTime:

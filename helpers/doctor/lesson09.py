@@ -8,7 +8,7 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from helpers.doctor.epochs import (RESUME_EPOCHS, Launch, OutOfTime, Received, called_parts, chance_skip, ids_stable,
-                                   inner_parts, launch, make, need_s, read_epoch, received, slot, watch)
+                                   inner_parts, kept_epochs, launch, make, need_s, read_epoch, received, slot, watch)
 from helpers.doctor.findings import Finding
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.ledger import Ledger, copy_class
@@ -58,8 +58,9 @@ def _fresh_orders_differ(obs: Observation, loader: DataLoader, parts: list[tuple
     copy = rebuild(loader, persistent_workers=False, loader_class=copy_class(loader)) if loader.num_workers else loader
     seen = watch(fresh, copy, obs)
     end = time.perf_counter() + max(0.5, obs.left())
-    for e in (epoch, epoch + 1):
-        read_epoch(seen, loader, e, end, parts=parts)
+    with kept_epochs(parts):
+        for e in (epoch, epoch + 1):
+            read_epoch(seen, loader, e, end, parts=parts)
     return fresh.received(0) != fresh.received(1)
 
 
@@ -153,7 +154,7 @@ def rank_overlap(obs: Observation) -> Finding | None:
     return None
 
 
-@rule("unequal-steps", severities=("error",), phase="measure", budget=0.25, planted="unequal_steps",
+@rule("unequal-steps", severities=("error",), phase="measure", budget=0.25, planted="unequal_steps", runs_without_batches=True,
       applies=lambda obs: obs.ranks >= 2, taught_in=(LESSON, SECTION_RANKS))
 def unequal_steps(obs: Observation) -> Finding | None:
     """Ranks that take different numbers of steps in one epoch: under DDP their all-reduces stop pairing up (lesson 05)."""

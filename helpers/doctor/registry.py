@@ -132,6 +132,7 @@ class Rule:
     budget: float = 0.0  # a measuring rule's weight in sharing the budget left after the first pass
     planted: str = ""  # doctor_corpus.planted's function that builds a loader with this fault
     applies: Callable[[Observation], bool] | None = None  # a measuring rule: whether it will measure (else its share goes to others)
+    runs_without_batches: bool = False  # runs when the loader gave no batch (rank 0 empty, other ranks not: unequal steps)
 
     @property
     def lesson(self) -> str:
@@ -144,7 +145,7 @@ RULES: dict[str, Rule] = {}
 
 def rule(code: str, *, severities: tuple[str, ...], phase: str, taught_in: tuple[str, str], planted: str = "",
          thresholds: dict[str, tuple[float, str]] | None = None, budget: float = 0.0,
-         applies: Callable[[Observation], bool] | None = None) -> Callable[[Check], Check]:
+         applies: Callable[[Observation], bool] | None = None, runs_without_batches: bool = False) -> Callable[[Check], Check]:
     """Register the decorated check as the rule for `code` (each code once)."""
     if code in RULES:
         raise ValueError(f"code {code!r} is already registered by {RULES[code].check.__module__}")
@@ -156,7 +157,8 @@ def rule(code: str, *, severities: tuple[str, ...], phase: str, taught_in: tuple
         raise ValueError(f"{code}: a budget weight goes with phase 'measure' and only there, got {budget} for {phase!r}")
 
     def register(check: Check) -> Check:
-        RULES[code] = Rule(code, tuple(severities), phase, taught_in, check, dict(thresholds or {}), budget, planted, applies)
+        RULES[code] = Rule(code, tuple(severities), phase, taught_in, check, dict(thresholds or {}), budget, planted, applies,
+                           runs_without_batches)
         return check
 
     return register

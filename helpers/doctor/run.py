@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -46,8 +47,9 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
     if not isinstance(checks, Sequence) or not all(callable(c) for c in checks):
         raise TypeError(f"checks must be a sequence of callables taking an Observation, got {short(checks)}")
     for name, value in (("epochs", epochs), ("ranks", ranks)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {short(value)}")
+    epochs, ranks = int(epochs), int(ranks)
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, got {short(resume)}")
     check_make_loader(make_loader, ranks, resume)
@@ -63,8 +65,11 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
         for phase in ("static", "pass", "measure", "verdict"):
             if phase == "pass" and obs.failure is None:
                 _first_pass(obs)
-            if obs.failure is not None or (phase != "static" and obs.batches == 0):
+            if obs.failure is not None:
                 break
+            if phase != "static" and obs.batches == 0:  # nothing read: only rules that judge other ranks' loaders too
+                _run_phase(obs, [r for r in rules if r.phase == phase and r.runs_without_batches], findings)
+                continue
             _run_phase(obs, [r for r in rules if r.phase == phase], findings)
         if obs.failure is not None:
             _run_phase(obs, [r for r in rules if r.code == "loader-error"], findings)
@@ -97,14 +102,15 @@ def check_make_loader(make_loader: Any, ranks: int, resume: bool) -> None:
         return
     if not callable(make_loader):
         raise TypeError(f"make_loader must be a function returning a DataLoader, got {short(make_loader)}")
-    if ranks > 1:
-        try:
-            inspect.signature(make_loader).bind(rank=0, world_size=ranks)
-        except TypeError:
-            raise ValueError(f"make_loader must take rank= and world_size= keyword arguments for ranks={ranks}, "
-                             f"got {short(make_loader)}{inspect.signature(make_loader)}") from None
-        except ValueError:  # no signature to read (a builtin): calling it will tell
-            pass
+    try:
+        signature = inspect.signature(make_loader)
+    except (TypeError, ValueError):  # no signature to read (a builtin): calling it will tell
+        return
+    try:
+        signature.bind(rank=0, world_size=ranks) if ranks > 1 else signature.bind()
+    except TypeError:
+        needs = f"rank= and world_size= keyword arguments for ranks={ranks}" if ranks > 1 else "to be callable with no argument"
+        raise ValueError(f"make_loader must take {needs}, got {short(make_loader)}{signature}") from None
 
 
 def _run_phase(obs: Observation, rules: list[Rule], findings: list[Finding]) -> None:
