@@ -6,8 +6,9 @@ that divides neither by the ranks nor by the batch.
 """
 from __future__ import annotations
 
-import torch
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler
+
+from doctor_corpus.ddp_distributed_sampler_padded import dataset
 
 EXPECTED: frozenset[str] = frozenset()
 FAST = True
@@ -16,7 +17,7 @@ EPOCHS = 2
 
 
 def make_loader(rank: int = 0, world_size: int = 1) -> DataLoader:
-    """1001 samples, this rank's 500 in batches of 64 (the last 52 dropped)."""
-    dataset = TensorDataset(torch.randn(1001, 16, generator=torch.Generator().manual_seed(0)), torch.arange(1001) % 4)
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0, drop_last=True)
-    return DataLoader(dataset, batch_size=64, sampler=sampler, drop_last=True)
+    """The same 1001 samples; this rank's 500 in batches of 64 (the last 52 dropped)."""
+    data = dataset()
+    sampler = DistributedSampler(data, num_replicas=world_size, rank=rank, shuffle=True, seed=0, drop_last=True)
+    return DataLoader(data, batch_size=64, sampler=sampler, drop_last=True)

@@ -14,8 +14,12 @@ RANKS = 2
 EPOCHS = 2
 
 
+def dataset() -> TensorDataset:
+    """1001 samples of 16 features, 4 classes: divides neither by 2 ranks nor by common batch sizes."""
+    return TensorDataset(torch.randn(1001, 16, generator=torch.Generator().manual_seed(0)), torch.arange(1001) % 4)
+
+
 def make_loader(rank: int = 0, world_size: int = 1) -> DataLoader:
-    """1001 samples, 4 classes, this rank's share, batches of 32."""
-    dataset = TensorDataset(torch.randn(1001, 16, generator=torch.Generator().manual_seed(0)), torch.arange(1001) % 4)
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
-    return DataLoader(dataset, batch_size=32, sampler=sampler)
+    """This rank's share, batches of 32."""
+    data = dataset()
+    return DataLoader(data, batch_size=32, sampler=DistributedSampler(data, num_replicas=world_size, rank=rank, shuffle=True, seed=0))
