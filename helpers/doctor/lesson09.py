@@ -44,7 +44,8 @@ def epoch_order_repeats(obs: Observation) -> Finding | None:
         return None
     return finding(
         "epoch-order-repeats", "warning",
-        f"rank {rank} received epochs {epoch} and {epoch + 1} in the same order ({len(got.ledger.received(epoch, rank))} "
+        f"{f'rank {rank}' if got.ranks > 1 else 'the loop'} received epochs {epoch} and {epoch + 1} in the same order "
+        f"({len(got.ledger.received(epoch, rank))} "
         f"samples, sample for sample; {len(same)} repeated pair(s) of epochs in all): {cause[0]}",
         cause[1], repeats=[list(pair) for pair in same], samples=len(got.ledger.received(epoch, rank)),
         set_epoch_called_on=[path for path, _ in called_parts(got.loaders[0])], persistent_workers=got.loaders[0].persistent_workers,
@@ -76,7 +77,8 @@ def _order_cause(obs: Observation, got: Received, epoch: int, rank: int) -> tupl
                 return ("persistent workers keep the copy of the dataset they started with, so the dataset's set_epoch in the "
                         "main process does not reach them (measured: the same loader with persistent_workers=False delivered "
                         f"epochs {epoch} and {epoch + 1} in different orders)",
-                        "keep the epoch where the workers read it (shared memory: helpers.ledger_demos.SharedEpochStream), or "
+                        "keep the epoch where the workers read it: a tensor made with share_memory_() before the workers "
+                        "start, which set_epoch fills and __iter__ reads (as helpers.ledger_demos.SharedEpochStream does), or "
                         "persistent_workers=False (lesson 09)", "persistent-workers")
             return (f"set_epoch on {', '.join(p for p, _ in called)} changes the order when read afresh, but not in the "
                     "loop's reading", "check what your loop's set_epoch reaches with a ledger (lesson 09)", "other")
