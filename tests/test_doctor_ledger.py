@@ -359,3 +359,14 @@ def test_a_numpy_integer_is_a_whole_number():
 
     diagnosis = doctor.diagnose(DataLoader(DATA, batch_size=20), epochs=np.int64(2), budget_s=6)
     assert diagnosis.measurements["ledger"]["epochs_read"] == 2
+
+
+def test_an_order_that_moves_only_with_set_epoch_is_said_as_info():
+    """The doctor cannot see your loop; it can measure that the loader needs set_epoch: two passes without it repeat."""
+    sampler = DistributedSampler(DATA, num_replicas=1, rank=0, shuffle=True, seed=0)
+    found = one(doctor.diagnose(DataLoader(DATA, batch_size=20, sampler=sampler), epochs=2, budget_s=8), "epoch-order-repeats")
+    assert found.severity == "info" and found.evidence["cause"] == "needs-set-epoch" and found.evidence["samples"] == 200
+    assert "a loop that does not call it repeats its first epoch" in found.message
+    assert found.fix.startswith("call set_epoch(epoch) on loader.sampler at the top of every epoch")
+    shuffled = doctor.diagnose(DataLoader(DATA, batch_size=20, shuffle=True), epochs=2, budget_s=8)
+    assert "epoch-order-repeats" not in shuffled.codes  # a RandomSampler draws a new order by itself

@@ -22,7 +22,7 @@ SECTION_RESUME = "4. Resuming at the epoch boundary: wrong and right"
 LEDGER_ASKED = lambda obs: obs.epochs >= 2 or obs.ranks >= 2  # noqa: E731 - the ledger rules read only when asked
 
 
-@rule("epoch-order-repeats", severities=("warning",), phase="measure", budget=1.0, planted="order_repeats",
+@rule("epoch-order-repeats", severities=("warning", "info"), phase="measure", budget=1.0, planted="order_repeats",
       applies=lambda obs: obs.epochs >= 2, taught_in=(LESSON, SECTION_ORDER))
 def epoch_order_repeats(obs: Observation) -> Finding | None:
     """Two epochs delivered in the same order to a rank, where a fresh reading shows the order should change with the epoch."""
@@ -34,7 +34,7 @@ def epoch_order_repeats(obs: Observation) -> Finding | None:
             and got.ledger.received(e, r) == got.ledger.received(e + 1, r)]
     obs.measured["epochs_in_same_order"] = [list(pair) for pair in same]
     if not same:
-        return None
+        return _needs_set_epoch(obs, got)
     for epoch, rank in same[:3]:  # a pair that a fresh reading repeats too is the loader's own order: try the next
         cause = _order_cause(obs, got, epoch, rank)
         if cause is not None:
@@ -50,6 +50,37 @@ def epoch_order_repeats(obs: Observation) -> Finding | None:
         cause[1], repeats=[list(pair) for pair in same], samples=len(got.ledger.received(epoch, rank)),
         set_epoch_called_on=[path for path, _ in called_parts(got.loaders[0])], persistent_workers=got.loaders[0].persistent_workers,
         cause=cause[2])
+
+
+def _needs_set_epoch(obs: Observation, got: Received) -> Finding | None:
+    """Info when the epochs changed only because set_epoch was called: two passes at one epoch, without set_epoch between
+    them, come in the same order (what a loop that forgets set_epoch would receive; the doctor cannot see your loop)."""
+    loader = got.loaders[0]
+    called = called_parts(loader)
+    if not called:
+        return None
+    need = need_s(obs, [loader], 2.0)  # None for a stream without a length: what is left of a third of the budget
+    if not obs.borrow(need if need is not None else max(obs.slot_left(), 0.3 * obs.left())):
+        return None
+    again = Ledger()
+    copy = rebuild(loader, persistent_workers=False, loader_class=copy_class(loader)) if loader.num_workers else loader
+    seen = watch(again, copy, obs)
+    end = time.perf_counter() + obs.slot_left()
+    try:
+        with kept_epochs(called):
+            read_epoch(seen, loader, 0, end, parts=called)
+            read_epoch(seen, loader, 0, end, parts=[])  # the same epoch again, without set_epoch
+    except OutOfTime:
+        return None
+    if again.received(0) != again.received(1):
+        return None  # the order moves on by itself
+    paths = ", ".join(f"{path} ({type(part).__name__})" for path, part in called)
+    return finding(
+        "epoch-order-repeats", "info",
+        f"each epoch came in a new order because the doctor called set_epoch(epoch) on {paths}; two passes without it "
+        f"came in the same order ({len(again.received(0))} samples): a loop that does not call it repeats its first epoch",
+        f"call set_epoch(epoch) on {called[0][0]} at the top of every epoch, before iterating the loader (lesson 09)",
+        cause="needs-set-epoch", set_epoch_called_on=[path for path, _ in called], samples=len(again.received(0)))
 
 
 def _fresh_orders_differ(obs: Observation, loader: DataLoader, parts: list[tuple[str, Any]], epoch: int) -> bool:
