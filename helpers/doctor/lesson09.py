@@ -11,7 +11,7 @@ from helpers.doctor.epochs import (RESUME_EPOCHS, Launch, OutOfTime, Received, c
                                    inner_parts, kept_epochs, launch, make, need_s, read_epoch, received, slot, watch)
 from helpers.doctor.findings import Finding
 from helpers.doctor.registry import Observation, finding, rule
-from helpers.ledger import Ledger, copy_class
+from helpers.ledger import Ledger, Watched, copy_class
 from helpers.rebuild import rebuild
 
 LESSON = "09_what_the_model_saw"
@@ -52,6 +52,12 @@ def epoch_order_repeats(obs: Observation) -> Finding | None:
         cause=cause[2])
 
 
+def _fresh_watch(ledger: Ledger, loader: DataLoader, obs: Observation) -> Watched:
+    """`loader` watched by `ledger` with workers started afresh every pass (persistent_workers=False)."""
+    copy = rebuild(loader, persistent_workers=False, loader_class=copy_class(loader)) if loader.num_workers else loader
+    return watch(ledger, copy, obs)
+
+
 def _needs_set_epoch(obs: Observation, got: Received) -> Finding | None:
     """Info when the epochs changed only because set_epoch was called: two passes at one epoch, without set_epoch between
     them, come in the same order (what a loop that forgets set_epoch would receive; the doctor cannot see your loop)."""
@@ -63,8 +69,7 @@ def _needs_set_epoch(obs: Observation, got: Received) -> Finding | None:
     if not obs.borrow(need if need is not None else max(obs.slot_left(), 0.3 * obs.left())):
         return None
     again = Ledger()
-    copy = rebuild(loader, persistent_workers=False, loader_class=copy_class(loader)) if loader.num_workers else loader
-    seen = watch(again, copy, obs)
+    seen = _fresh_watch(again, loader, obs)
     end = time.perf_counter() + obs.slot_left()
     try:
         with kept_epochs(called):
@@ -87,8 +92,7 @@ def _fresh_orders_differ(obs: Observation, loader: DataLoader, parts: list[tuple
     """Whether epochs `epoch` and `epoch + 1` come in different orders from fresh workers (persistent_workers=False), with
     set_epoch on `parts`."""
     fresh = Ledger()
-    copy = rebuild(loader, persistent_workers=False, loader_class=copy_class(loader)) if loader.num_workers else loader
-    seen = watch(fresh, copy, obs)
+    seen = _fresh_watch(fresh, loader, obs)
     end = time.perf_counter() + max(0.5, obs.left())
     with kept_epochs(parts):
         for e in (epoch, epoch + 1):
@@ -251,14 +255,16 @@ def _multisets(ledger: Ledger) -> list[Counter]:
 
 def _judge_resume(obs: Observation, whole: Ledger, again: Ledger, resumed: dict[str, Ledger], batches: int) -> Finding | None:
     exact = whole.first_difference(again) is None  # the uninterrupted run repeats itself from a fresh launch
-    if not exact and _multisets(whole) != _multisets(again):
+    expected = _multisets(whole)
+    if not exact and expected != _multisets(again):
         obs.skipped["resume-mismatch"] = ("two uninterrupted runs from the same start delivered different samples: nothing "
                                           "to compare a resumed run with (an order from an unseeded random source?)")
         return None
     found = {}
     for where, ledger in resumed.items():
-        lost = [sum(((w - r).values())) for w, r in zip(_multisets(whole), _multisets(ledger))]
-        extra = [sum(((r - w).values())) for w, r in zip(_multisets(whole), _multisets(ledger))]
+        delivered = _multisets(ledger)
+        lost = [sum(((w - r).values())) for w, r in zip(expected, delivered)]
+        extra = [sum(((r - w).values())) for w, r in zip(expected, delivered)]
         differs = ledger.first_difference(whole) if exact else None  # the resumed run's numbers first
         if any(lost) or any(extra) or differs:
             found[where] = {"lost": lost, "extra": extra, "first_difference": differs}
