@@ -1,13 +1,13 @@
 """Exercises come from solutions: no drift, stubs report "not implemented yet", generator rejects bad markers."""
 import re
 
-import nbclient
 import nbformat
 import pytest
 from conftest import ROOT
 
 from helpers.course import CHECKS_MUST_PASS_VAR
 from tools import make_exercises
+from tools.notebook_client import NotebookClient
 
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
 VERDICT = re.compile(r"^Exercise (\d\d\.\d+) (passed|failed|not implemented yet):", re.MULTILINE)
@@ -27,7 +27,7 @@ def test_shipped_exercise_reports_not_implemented(path, monkeypatch):
     monkeypatch.setenv(CHECKS_MUST_PASS_VAR, "0")
     nb = nbformat.read(path, as_version=4)
     stubs = set(re.findall(r'NotImplementedError\("Exercise (\d\d\.\d+):', "".join(c.source for c in nb.cells)))
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     text = ""
     for cell in nb.cells:
         for output in cell.get("outputs", []):

@@ -128,13 +128,15 @@ def execute(source: Path, executed_dir: Path = EXECUTED_DIR, machine: dict | Non
     import nbclient
     import nbformat
 
+    from tools.notebook_client import NotebookClient
+
     nb = nbformat.read(source, as_version=4)
     must_pass = "0" if source.parent.name == "exercises" else "1"  # stubs report "not implemented yet"; solutions must pass
     saved = os.environ.get(CHECKS_MUST_PASS_VAR)
     os.environ[CHECKS_MUST_PASS_VAR] = must_pass
     try:
-        nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                                resources={"metadata": {"path": str(source.parent)}}).execute()
+        NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                       resources={"metadata": {"path": str(source.parent)}}).execute()
     except (nbclient.exceptions.CellExecutionError, nbclient.exceptions.CellTimeoutError, nbclient.exceptions.DeadKernelError) as error:
         raise RuntimeError(f"{_shown(source)} failed while executing, so the site cannot show it:\n{str(error)[-3000:]}") from error
     finally:

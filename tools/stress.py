@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 NOTEBOOKS = ROOT / "notebooks"
 # The lessons whose asserts compare times or speeds (the others assert counts and values that load cannot move).
 TIMED_LESSONS = ("03", "04", "05", "06", "07", "08")
@@ -118,8 +120,10 @@ def execute(run: Run, path: Path, timeout_s: int, keep: Path | None = None) -> R
     import nbclient
     import nbformat
 
+    from tools.notebook_client import NotebookClient
+
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
