@@ -1,7 +1,9 @@
 """Test-suite switches: solution self-checks must pass; CUDA-marked tests skip or fail by COURSE_REQUIRE_CUDA."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from helpers.course import CHECKS_MUST_PASS_VAR, REQUIRE_CUDA_VAR  # noqa: E402
+from tools.build_site import BUILD, EXECUTED_DIR  # noqa: E402
 
 # Kernels started by nbval inherit this: a self-check that does not pass raises in solutions/.
 os.environ[CHECKS_MUST_PASS_VAR] = "1"
@@ -43,18 +46,22 @@ def tier_of(path: Path) -> str | None:
     return next((tier for tier, names in TIERS.items() if path.name in names), None)
 
 
+# The order files run in: the slowest tiers first, so that pytest-xdist (`make test` runs one process per usable core,
+# each file in one process: --dist loadscope --no-loadscope-reorder) starts the longest work first and ends together.
+RUN_ORDER = ("browser", "process", "notebook", "unit")
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its file's tier (a test file missing from TIERS fails at collection); the site test renders
-    what the suite executed, so it runs after the notebooks, solutions and exercise tests."""
+    """Mark each test with its file's tier (a test file missing from TIERS fails at collection) and order the files by
+    RUN_ORDER; the site test renders what the suite executed, so it runs after the notebooks, solutions and exercises."""
+    tiers = {}
     for item in items:
-        tier = tier_of(Path(item.path))
+        tier = tiers[item] = tier_of(Path(item.path))
         if tier is None:
             raise pytest.UsageError(f"{Path(item.path).name} has no tier: add it to TIERS in tests/conftest.py")
         item.add_marker(getattr(pytest.mark, tier))
-    site = [item for item in items if Path(item.path).name == "test_site.py"]
-    if site:
-        items[:] = [item for item in items if Path(item.path).name != "test_site.py"] + site
+    items.sort(key=lambda item: (Path(item.path).name == "test_site.py", RUN_ORDER.index(tiers[item])))  # stable
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -108,6 +115,11 @@ def _hypothesis_profile() -> None:
 _hypothesis_profile()
 
 
+SUITE_RUN = BUILD / "suite-run.json"  # what the last test run executed and kept (ExecutedNotebooks.state)
+SUITE_RUN_VAR = "COURSE_SUITE_RUN"  # one value for the pytest runs of one `make test` (the Makefile sets it)
+EXERCISE_TEST = re.compile(r"test_exercises\.py::test_shipped_exercise_reports_not_implemented\[(.+\.ipynb)\]")
+
+
 class ExecutedNotebooks:
     """Keeps what the test suite's runs of the course notebooks printed and drew, for the static site (tools/build_site.py).
 
@@ -117,17 +129,49 @@ class ExecutedNotebooks:
     Tests that execute a course notebook with nbclient (tests/test_exercises.py runs every exercise) are kept the
     same way when they pass: the notebook an nbclient run executed is matched to its source by its cells.
     Registered as a plugin (not a conftest hook), so it sees the cells in notebooks/ and solutions/ too.
+    Under pytest-xdist each worker process keeps what it ran and sends it to the main process at its end; the main
+    process writes what the whole run kept to SUITE_RUN, where `make test`'s second pytest run (the site test) reads it.
     """
 
     name = "course-executed-notebooks"
 
     def __init__(self, executed_dir: Path | None = None) -> None:
-        self.executed_dir = executed_dir or ROOT / "build" / "executed"  # tools/build_site.py's EXECUTED_DIR
+        self.executed_dir = executed_dir or EXECUTED_DIR
         self.outputs: dict[Path, dict[int, list]] = {}
         self.failed: set[Path] = set()
         self.seen: set[Path] = set()  # course notebooks the suite ran (nbval: some cells at least) in this session
         self.kept: dict[Path, Path] = {}  # source -> executed copy, written in this session
+        self.exercises: set[Path] = set()  # exercise notebooks tests/test_exercises.py ran (passed or not) in this session
         self.machine: dict | None = None
+
+    def state(self) -> dict:
+        """What this session ran and kept, as JSON (paths relative to the repository)."""
+        mine = lambda paths: sorted(p.relative_to(ROOT).as_posix() for p in paths if p.is_relative_to(ROOT))  # noqa: E731
+        return {"kept": {s.relative_to(ROOT).as_posix(): str(c) for s, c in self.kept.items() if s.is_relative_to(ROOT)},
+                "seen": mine(self.seen), "failed": mine(self.failed), "exercises": mine(self.exercises)}
+
+    def absorb(self, state: dict) -> None:
+        """Add what another process ran and kept (a pytest-xdist worker's state(), or an earlier run's SUITE_RUN)."""
+        self.kept.update({ROOT / s: Path(c) for s, c in state["kept"].items()})
+        for name in ("seen", "failed", "exercises"):
+            getattr(self, name).update(ROOT / p for p in state[name])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """pytest-xdist, main process: a worker ended; take what it kept."""
+        state = getattr(node, "workeroutput", {}).get(self.name)
+        if state:
+            self.absorb(json.loads(state))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A pytest-xdist worker sends its state to the main process; the main process (or a run without workers)
+        writes the run's to SUITE_RUN, tagged with SUITE_RUN_VAR (make test sets it for its two pytest runs)."""
+        config = session.config
+        if hasattr(config, "workeroutput"):
+            config.workeroutput[self.name] = json.dumps(self.state())
+        elif self.executed_dir == EXECUTED_DIR and (self.seen or self.failed):
+            SUITE_RUN.parent.mkdir(parents=True, exist_ok=True)
+            SUITE_RUN.write_text(json.dumps({"run": os.environ.get(SUITE_RUN_VAR), **self.state()}, indent=1))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
@@ -195,6 +239,22 @@ class ExecutedNotebooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if ".ipynb::" in report.nodeid and (report.failed or (report.skipped and report.when == "call")):
             self.failed.add(ROOT / report.nodeid.split("::")[0])
+        exercise = EXERCISE_TEST.search(report.nodeid)
+        if exercise and report.when == "call":
+            self.exercises.add(ROOT / "exercises" / exercise.group(1))
+
+
+def suite_run(plugin: ExecutedNotebooks) -> ExecutedNotebooks:
+    """What the test run executed and kept: this session's, or, in a session that executed no course notebook, the
+    run before it when it carries the same SUITE_RUN_VAR (`make test` runs the site test in a second pytest run)."""
+    if plugin.seen or plugin.failed or not os.environ.get(SUITE_RUN_VAR) or not SUITE_RUN.exists():
+        return plugin
+    state = json.loads(SUITE_RUN.read_text())
+    if state.get("run") != os.environ[SUITE_RUN_VAR]:
+        return plugin
+    earlier = ExecutedNotebooks(plugin.executed_dir)
+    earlier.absorb(state)
+    return earlier
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -2,8 +2,10 @@ import ast
 import dataclasses
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -182,10 +184,19 @@ print(repr((alone, parent, shared)))
 """
 
 
+@pytest.fixture
+def short_tmp():
+    """An empty folder with a short path, removed afterwards: multiprocessing binds AF_UNIX sockets inside TMPDIR (108
+    bytes a path at most), and tmp_path under pytest-xdist's popen-gwN folders made that too long ("OSError: AF_UNIX
+    path too long" in a DataLoader worker)."""
+    folder = Path(tempfile.mkdtemp(prefix="course-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs the fork start method")
-def test_share_worker_temp_dir_keeps_one_folder_made_and_removed_by_this_process(tmp_path):
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+def test_share_worker_temp_dir_keeps_one_folder_made_and_removed_by_this_process(short_tmp):
+    temp = short_tmp
     result = subprocess.run([sys.executable, "-c", WORKER_TEMP_DIR_SCRIPT], capture_output=True, text=True,
                             cwd=ROOT, env={**os.environ, "TMPDIR": str(temp)}, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -196,12 +207,11 @@ def test_share_worker_temp_dir_keeps_one_folder_made_and_removed_by_this_process
     assert list(temp.iterdir()) == [], "a pymp-* folder was left behind"
 
 
-def test_a_killed_makers_folder_is_removed_later_and_no_other(tmp_path):
+def test_a_killed_makers_folder_is_removed_later_and_no_other(short_tmp):
     """A kernel killed instead of shut down leaves its folder; the next share_worker_temp_dir (or the test session's
     end) removes it, and leaves folders with a live marking process, folders it did not make and markers it did not
     write (another PID namespace's, or ones that are no pid)."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_tmp
     child = subprocess.Popen([sys.executable, "-c", "from helpers import env; print(env.share_worker_temp_dir(), "
                               "flush=True); import time; time.sleep(60)"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "TMPDIR": str(temp)})

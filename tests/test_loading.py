@@ -28,7 +28,7 @@ from helpers.loading import (
     warmup_for,
 )
 from helpers.loading import sweeps
-from helpers.timing import parallel_speedup
+from helpers.timing import others_during, parallel_speedup
 from helpers.workloads import InMemoryDataset
 
 
@@ -352,11 +352,15 @@ def idle_cores(seconds: float = 0.5) -> float:
 
 
 def test_parallel_speedup_of_two_processes_on_two_free_cores_is_above_one_point_three():
-    """The ceiling must rise with processes where cores are free: a pool of one process would read about 1.0 here."""
+    """The ceiling must rise with processes where cores are free: a pool of one process would read about 1.0 here.
+    Judged only when the cores were idle before and other programs (another pytest-xdist worker) stayed off them during."""
     free = idle_cores()
     if free < 1.8:
         pytest.skip(f"needs 2 idle cores to show a parallel speed-up; {free:.1f} were idle over 0.5 s")
-    assert parallel_speedup(2, work_ms=50, rounds=5) > 1.3
+    speedup, others = others_during(lambda: parallel_speedup(2, work_ms=50, rounds=5))
+    if others > 0.2:
+        pytest.skip(f"other programs used {others:.1f} core(s) while it measured {speedup:.2f}x: not two free cores")
+    assert speedup > 1.3
 
 
 def test_parallel_speedup_rejects_bad_arguments():

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
-from conftest import ROOT, ExecutedNotebooks
+from conftest import ROOT, ExecutedNotebooks, suite_run
 from test_browser import CHROMIUM, CHROMIUM_ARGS
 
 from helpers.course import LESSONS, REQUIRE_BROWSER_VAR
@@ -47,7 +47,7 @@ def _chromium_or_skip() -> None:
 @pytest.fixture(scope="module")
 def site(request, tmp_path_factory):
     """The site built from this run's executed notebooks, executing only what no test executed."""
-    plugin: ExecutedNotebooks = request.config.pluginmanager.get_plugin(ExecutedNotebooks.name)
+    plugin = suite_run(request.config.pluginmanager.get_plugin(ExecutedNotebooks.name))
     failed = sorted(p.relative_to(ROOT).as_posix() for p in plugin.failed if p.is_relative_to(ROOT))
     if failed:
         pytest.fail(f"not rendered: {', '.join(failed)} failed under nbval in this run (see those failures)")
@@ -287,18 +287,16 @@ def test_the_suites_runs_are_reused(site, request):
     """In a run that executed notebooks (nbval, tests/test_exercises.py), the site used those runs: it executed none
     of them again, and each page says which run it shows."""
     _, executed_here, kept = site
-    plugin: ExecutedNotebooks = request.config.pluginmanager.get_plugin(ExecutedNotebooks.name)
+    plugin = suite_run(request.config.pluginmanager.get_plugin(ExecutedNotebooks.name))
     assert set(kept) == {p for p in plugin.seen if p.is_relative_to(ROOT)}, "every notebook the suite ran whole must be kept"
     assert not set(executed_here) & set(kept)
     for source, executed in kept.items():
         runner = json.loads(executed.read_text())["metadata"][build_site.META]["runner"]
         expected = "the test suite (nbval)" if source.parent.name != "exercises" else "the test suite (tests/test_exercises.py)"
         assert runner == expected, (source.name, runner)
-    for item in request.session.items:  # each exercise tests/test_exercises.py ran in this session is one the site shows
-        if getattr(item, "originalname", "") == "test_shipped_exercise_reports_not_implemented":
-            path = item.callspec.params["path"]
-            assert path in kept, (f"tests/test_exercises.py executed {path.name} in this run but its run was not kept "
-                                  "(did that test fail, or stop using nbclient.NotebookClient.execute?)")
+    for path in plugin.exercises:  # each exercise tests/test_exercises.py ran in this run is one the site shows
+        assert path in kept, (f"tests/test_exercises.py executed {path.name} in this run but its run was not kept "
+                              "(did that test fail, or stop using nbclient.NotebookClient.execute?)")
 
 
 def test_a_passing_nbclient_run_of_a_course_notebook_is_kept(tmp_path):
@@ -315,6 +313,39 @@ def test_a_passing_nbclient_run_of_a_course_notebook_is_kept(tmp_path):
     assert build_site.is_fresh(source, tmp_path / "executed")
     kept = nbformat.read(plugin.kept[source], as_version=4)
     assert kept.metadata[build_site.META]["runner"] == "the test suite (tests/test_x.py)"
+
+
+def test_workers_runs_reach_the_site_test_of_a_later_pytest_run(tmp_path, monkeypatch):
+    """Under pytest-xdist a worker sends what it kept to the main process, which writes the run's to SUITE_RUN; make
+    test's second pytest run (the site test) takes it when it carries the same COURSE_SUITE_RUN, and only then."""
+    import types
+
+    import conftest
+
+    monkeypatch.setattr(conftest, "SUITE_RUN", tmp_path / "suite-run.json")
+    monkeypatch.setattr(conftest, "EXECUTED_DIR", tmp_path / "executed")
+    monkeypatch.setenv(conftest.SUITE_RUN_VAR, "run-1")
+    lesson, exercise = ROOT / "notebooks" / "00_setup_check.ipynb", ROOT / "exercises" / "00_setup_check_exercises.ipynb"
+    worker = ExecutedNotebooks(tmp_path / "executed")
+    worker.kept[lesson] = tmp_path / "executed" / "lesson.ipynb"
+    worker.seen.add(lesson)
+    worker_session = types.SimpleNamespace(config=types.SimpleNamespace(workeroutput={}))
+    worker.pytest_sessionfinish(worker_session)
+    main = ExecutedNotebooks(tmp_path / "executed")
+    main.pytest_runtest_logreport(types.SimpleNamespace(  # the main process sees every worker's reports
+        nodeid=f"tests/test_exercises.py::test_shipped_exercise_reports_not_implemented[{exercise.name}]",
+        when="call", failed=False, skipped=False))
+    main.pytest_testnodedown(types.SimpleNamespace(workeroutput=worker_session.config.workeroutput), None)
+    main.pytest_sessionfinish(types.SimpleNamespace(config=types.SimpleNamespace()))
+    site_run = ExecutedNotebooks(tmp_path / "executed")  # the second pytest run: it executed nothing itself
+    got = suite_run(site_run)
+    assert (got.kept, got.seen, got.exercises, got.failed) == ({lesson: tmp_path / "executed" / "lesson.ipynb"}, {lesson},
+                                                                {exercise}, set())
+    monkeypatch.setenv(conftest.SUITE_RUN_VAR, "run-2")
+    assert suite_run(site_run) is site_run  # another make test's file: nothing taken from it
+    monkeypatch.setenv(conftest.SUITE_RUN_VAR, "run-1")
+    site_run.seen.add(lesson)
+    assert suite_run(site_run) is site_run  # a run that executed notebooks itself renders its own
 
 
 def test_executed_copy_goes_stale_and_only_complete_runs_are_kept(tmp_path):
