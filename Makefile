@@ -27,13 +27,16 @@ $(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_ROOT_FLAG)
 
-# pytest-xdist: one pytest process per usable core (`make test JOBS=1` runs in one); each test file runs whole in one of
-# them, in the order tests/conftest.py RUN_ORDER gives (the slowest tiers first)
+# pytest-xdist processes: `make check` runs one per usable core (JOBS); `make test` runs TEST_JOBS (1 unless told: with
+# TEST_JOBS=2 its first pytest run took 1134-1162 s on the 2-core VM, against 1526-1798 s in one process, and each of
+# its first two runs found a test that failed only beside another (both fixed); it becomes the default once three
+# fresh-clone runs pass). Each test file runs whole in one process, in tests/conftest.py RUN_ORDER (slowest tiers first).
 JOBS ?= $(shell $(PY) -c 'from helpers.env import usable_cpus; print(usable_cpus())')
-XDIST = -n $(JOBS) --dist loadscope --no-loadscope-reorder
+TEST_JOBS ?= 1
+XDIST = -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
 
 ## test: set up .venv if needed and run the complete test suite; prints the 25 slowest tests
-# Two pytest runs: everything but the site test, in JOBS processes; then the site test, which renders the notebooks the
+# Two pytest runs: everything but the site test, in TEST_JOBS processes; then the site test, which renders the notebooks the
 # first run executed (it reads build/suite-run.json, tagged with this make's COURSE_SUITE_RUN). Both run; either failing fails.
 test: $(STAMP)
 	@run=$$(date +%s%N); status=0; \

@@ -1,9 +1,10 @@
 """helpers.memory: worker USS/PSS/RSS over an epoch; copy-on-read grows a list-backed dataset's workers, not an array's."""
 import statistics
+import time
 
 import psutil
 import pytest
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, get_worker_info
 
 from helpers.memory import MemorySample, process_memory, worker_memory
 from helpers.workloads import ArrayBackedDataset, InMemoryDataset, ListBackedDataset
@@ -22,6 +23,24 @@ def test_worker_memory_measures_each_worker_then_lets_them_exit():
     assert "USS" in str(rows[0]) and "PSS" in str(rows[0]) and "RSS" in str(rows[0])
     _, alive = psutil.wait_procs([psutil.Process(row.pid) for row in rows if psutil.pid_exists(row.pid)], timeout=5)
     assert alive == []
+
+
+class SlowFirstItem(InMemoryDataset):
+    """Worker 1 starts late and then holds 24 MiB it allocates on its first item, as a lazily opened file or cache would."""
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        if info is not None and info.id == 1 and not hasattr(self, "cache"):
+            time.sleep(0.5)  # worker 0's first batch reaches the loop first
+            self.cache = bytearray(24 * 1024 * 1024)
+            self.cache[::4096] = b"x" * len(self.cache[::4096])  # touched: resident, private
+        return super().__getitem__(i)
+
+
+def test_each_worker_is_measured_after_its_own_first_batch():
+    """A worker's start-up is not epoch growth: worker 1's first-item allocation happens before its first batch."""
+    rows = worker_memory(DataLoader(SlowFirstItem(512), batch_size=32, num_workers=2, multiprocessing_context="fork"))
+    assert all(row.uss_growth_mib < 8 for row in rows), [round(row.uss_growth_mib, 1) for row in rows]
 
 
 def mean_uss_growth(dataset):
