@@ -27,7 +27,7 @@ def process_memory(pid: int | None = None) -> MemorySample:
 
 @dataclass(frozen=True)
 class WorkerMemory:
-    """A loader worker's memory after its epoch's first batch (`start`) and after the last (`end`) (lesson 03)."""
+    """A loader worker's memory after its own first batch of the epoch (`start`) and after the epoch's last (`end`) (lesson 03)."""
 
     worker_id: int
     pid: int
@@ -53,7 +53,12 @@ def worker_memory(loader: DataLoader) -> list[WorkerMemory]:
         raise TypeError(f"loader must be a torch.utils.data.DataLoader, got {type(loader).__name__}")
     if loader.num_workers < 1:
         raise ValueError(f"loader.num_workers must be at least 1 to have worker processes, got {loader.num_workers}")
+    if not getattr(loader, "in_order", True):
+        raise ValueError("loader.in_order must be True: worker_memory tells each worker's first batch by the order "
+                         "batches come in (worker i's first is batch i), got in_order=False")
     num_batches = len(loader)  # stop before StopIteration: a finished non-persistent iterator ends its workers
+    if num_batches < 1:
+        raise ValueError(f"loader must give at least one batch, got len(loader) == {num_batches}")
     iterator: Any = iter(loader)
     try:
         next(iterator)

@@ -46,8 +46,8 @@ def tier_of(path: Path) -> str | None:
     return next((tier for tier, names in TIERS.items() if path.name in names), None)
 
 
-# The order files run in: the slowest tiers first, so that pytest-xdist (`make test` runs one process per usable core,
-# each file in one process: --dist loadscope --no-loadscope-reorder) starts the longest work first and ends together.
+# The order files run in: the slowest tiers first, so that pytest-xdist processes (the Makefile's XDIST: each file whole
+# in one process, --dist loadscope --no-loadscope-reorder) start the longest work first and end together.
 RUN_ORDER = ("browser", "process", "notebook", "unit")
 
 
@@ -62,6 +62,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{Path(item.path).name} has no tier: add it to TIERS in tests/conftest.py")
         item.add_marker(getattr(pytest.mark, tier))
     items.sort(key=lambda item: (Path(item.path).name == "test_site.py", RUN_ORDER.index(tiers[item])))  # stable
+    if config.getoption("numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
+        # in parallel processes the site test cannot run after the notebooks: `make test` runs it in a pytest run of its own
+        site = [item for item in items if Path(item.path).name == "test_site.py"]
+        if site:
+            items[:] = [item for item in items if item not in site]
+            config.hook.pytest_deselected(items=site)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -4,7 +4,8 @@ import time
 
 import psutil
 import pytest
-from torch.utils.data import DataLoader, get_worker_info
+import torch
+from torch.utils.data import DataLoader, TensorDataset, get_worker_info
 
 from helpers.memory import MemorySample, process_memory, worker_memory
 from helpers.workloads import ArrayBackedDataset, InMemoryDataset, ListBackedDataset
@@ -61,3 +62,7 @@ def test_worker_memory_rejects_bad_arguments():
         worker_memory([1, 2, 3])
     with pytest.raises(ValueError, match="num_workers must be at least 1.*got 0"):
         worker_memory(DataLoader(InMemoryDataset(8)))
+    with pytest.raises(ValueError, match="loader.in_order must be True.*got in_order=False"):
+        worker_memory(DataLoader(InMemoryDataset(8), num_workers=2, in_order=False))
+    with pytest.raises(ValueError, match="loader must give at least one batch, got len\\(loader\\) == 0"):
+        worker_memory(DataLoader(TensorDataset(torch.zeros(0, 2)), num_workers=2))

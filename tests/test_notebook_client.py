@@ -48,10 +48,16 @@ def test_a_timeout_still_ends_the_wait_with_empty():
     assert 0.3 <= time.monotonic() - started < 1.0
 
 
-@pytest.mark.parametrize("slice_s", [0, -1.0, float("nan")])
-def test_a_slice_must_be_positive(slice_s):
-    with pytest.raises(ValueError, match="slice_s must be positive"):
+@pytest.mark.parametrize("slice_s", [0, -1.0, float("nan"), float("inf"), "1"])
+def test_a_slice_must_be_positive_and_finite(slice_s):
+    with pytest.raises(ValueError, match="slice_s must be a positive finite number of seconds"):
         notebook_client.in_slices(lambda timeout=None: None, slice_s=slice_s)
+
+
+def test_a_nan_timeout_is_refused_not_waited_on_forever():
+    get_msg, _ = missed_wake_up(60)
+    with pytest.raises(ValueError, match="timeout must be a number of seconds or None, got nan"):
+        asyncio.run(notebook_client.in_slices(get_msg, slice_s=0.1)(timeout=float("nan")))
 
 
 def test_the_client_waits_in_slices_on_shell_and_iopub():

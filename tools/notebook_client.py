@@ -8,6 +8,7 @@ every second, and a wait with a timeout still ends at that timeout.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from queue import Empty
@@ -20,11 +21,14 @@ SLICE_S = 1.0  # the longest one wait on a kernel socket lasts before it polls a
 
 
 def in_slices(get_msg: Callable[..., Awaitable[dict]], slice_s: float = SLICE_S) -> Callable[..., Awaitable[dict]]:
-    """A channel's async get_msg(timeout=None) that waits at most `slice_s` at a time, until its own timeout (None: forever)."""
-    if not slice_s > 0:
-        raise ValueError(f"slice_s must be positive, got {slice_s!r}")
+    """A channel's async get_msg(timeout=None) that waits at most `slice_s` at a time, until its own timeout (None: forever;
+    0 or less: one poll)."""
+    if not (isinstance(slice_s, (int, float)) and math.isfinite(slice_s) and slice_s > 0):
+        raise ValueError(f"slice_s must be a positive finite number of seconds, got {slice_s!r}")
 
     async def get_msg_in_slices(timeout: float | None = None) -> dict:
+        if timeout is not None and math.isnan(timeout):
+            raise ValueError(f"timeout must be a number of seconds or None, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = slice_s if deadline is None else min(slice_s, max(0.0, deadline - time.monotonic()))

@@ -110,7 +110,7 @@ def _oversubscribed(obs: Observation) -> bool:
 @rule("threads-oversubscribed", severities=("warning",), phase="measure", budget=1.5, planted="threads", applies=_oversubscribed,
       taught_in=("00_setup_check", "6. How many processes will your loaders start?"),
       thresholds={"THREADS_GAIN": (THREADS_GAIN, "samples/s with one thread per worker over as given, in every interleaved round"),
-                  "THREADS_GAIN_BUSY": (THREADS_GAIN_BUSY, "the same, while other programs used BUSY_CORES or more cores")})
+                  "THREADS_GAIN_BUSY": (THREADS_GAIN_BUSY, f"the same, while other programs used {BUSY_CORES:g} core or more")})
 def threads_oversubscribed(obs: Observation) -> Finding | None:
     """Workers running several threads each, more in all than the cores, measured against the same loader with one thread per worker."""
     if not _oversubscribed(obs):
@@ -146,8 +146,9 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
         if min(ratios) >= THREADS_GAIN:
             obs.skipped["threads-oversubscribed"] = (
                 f"one thread per worker gave {', '.join(f'{r:.2f}x' for r in ratios)} in the interleaved rounds, but other "
-                f"programs used {others:.1f} core(s) meanwhile, and beside them a loader with nothing to limit varied that "
-                f"much; {THREADS_GAIN_BUSY}x in every round is needed then: rerun on a quieter machine")
+                f"programs{' (your other ranks included)' if ranks > 1 else ''} used {others:.1f} core(s) meanwhile, and "
+                f"beside them a loader with nothing to limit varied that much; {THREADS_GAIN_BUSY}x in every round is needed "
+                "then: rerun with fewer other programs running")
         return None
     return finding(
         "threads-oversubscribed", "warning",
