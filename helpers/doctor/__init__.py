@@ -14,7 +14,7 @@ fix (lesson00 ... lesson09; lesson03_workers holds lesson 03's num_workers sweep
 from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, lesson04, lesson06, lesson08, lesson09  # noqa: F401 - registers the rules, in run order
 from helpers.doctor.cli import main
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
-from helpers.doctor.lesson00 import SHM_WARN_SHARE, THREADS_GAIN, THREADS_GAIN_BUSY
+from helpers.doctor.lesson00 import SHM_WARN_SHARE, THREADS_GAIN
 from helpers.doctor.lesson02 import NOISE_LEVEL, RAREST_SHARE
 from helpers.doctor.lesson03 import BUSY_CORES, COPY_ON_READ_MIB, INPUT_BOUND_SHARE, STARTUP_MIN_S, STARTUP_SHARE
 from helpers.doctor.lesson03_workers import SWEEP_GAIN
@@ -28,5 +28,4 @@ CODES: dict[str, tuple[str, str]] = {code: r.taught_in for code, r in RULES.item
 
 __all__ = ["BUSY_CORES", "CODES", "COPY_ON_READ_MIB", "Check", "DUPLICATE_SHARE", "Diagnosis", "Finding", "INPUT_BOUND_SHARE",
            "NOISE_LEVEL", "Observation", "PADDING_SHARE", "PHASES", "RAREST_SHARE", "RULES", "Rule", "SEVERITIES", "SHM_WARN_SHARE",
-           "STARTUP_MIN_S", "STARTUP_SHARE", "SWEEP_GAIN", "THREADS_GAIN", "THREADS_GAIN_BUSY", "diagnose", "finding", "main",
-           "rule", "rules_in_order", "table"]
+           "STARTUP_MIN_S", "STARTUP_SHARE", "SWEEP_GAIN", "THREADS_GAIN", "diagnose", "finding", "main", "rule", "rules_in_order", "table"]
