@@ -63,13 +63,13 @@ def worker_memory(loader: DataLoader) -> list[WorkerMemory]:
     try:
         next(iterator)
         pids = [worker.pid for worker in iterator._workers]  # private: worker Processes by id (tests catch a rename)
-        start: list[MemorySample | None] = [process_memory(pids[0])] + [None] * (len(pids) - 1)
+        start = {0: process_memory(pids[0])}
         for index in range(1, num_batches):
             next(iterator)
             if index < len(pids):  # batches come from the workers in turn: this is worker `index`'s first (a worker
                 start[index] = process_memory(pids[index])  # still starting when batch 0 came would count its start-up)
         end = [process_memory(pid) for pid in pids]
-        start = [s if s is not None else e for s, e in zip(start, end)]  # a worker with no batch in a short epoch
     finally:
         del iterator
-    return [WorkerMemory(worker_id=i, pid=pid, start=s, end=e) for i, (pid, s, e) in enumerate(zip(pids, start, end))]
+    # a worker with no batch in a short epoch: start = end
+    return [WorkerMemory(worker_id=i, pid=pid, start=start.get(i, e), end=e) for i, (pid, e) in enumerate(zip(pids, end))]
