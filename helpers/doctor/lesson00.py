@@ -123,7 +123,6 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
             rebuild(obs.loader, persistent_workers=True, timeout=timeout, worker_init_fn=OneThread(obs.loader.worker_init_fn))]
     rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
     ratios = [limited / given for given, limited in rounds if given > 0]
-    obs.measured["worker_threads"] = list(obs.worker_threads)
     if len(ratios) < 2:
         obs.skipped["threads-oversubscribed"] = (
             f"{workers} workers ran up to {most} working threads each on {cores} cores, but the comparison with one thread per "

@@ -76,20 +76,6 @@ def _payload(value: Any, depth: int, sample: int = 64) -> float:
     return 0.0
 
 
-def working_threads(pid: int) -> int | None:
-    """Threads of process `pid` that did at least half the CPU work of its busiest thread (threads computing side by side), or None.
-
-    A worker's queue feeder thread does some work too, but far less than the thread computing items; BLAS or
-    OpenMP threads splitting a matrix product do about as much as it.
-    """
-    try:
-        cpu = [t.user_time + t.system_time for t in psutil.Process(pid).threads()]
-    except psutil.Error:
-        return None
-    busiest = max(cpu, default=0.0)
-    return sum(1 for c in cpu if c >= 0.5 * busiest) if busiest >= 0.05 else None
-
-
 def cpu_seconds(pids: list[int]) -> tuple[float, float]:
     """(CPU seconds of this process and the processes `pids`, the whole machine's busy CPU seconds) right now."""
     ours = 0.0

@@ -39,18 +39,21 @@ class LoaderFailed(Exception):
 def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: Callable[[Any], None] | None = None,
             on_end: Callable[[Any], None] | None = None, step: Callable[[Any], float] | None = None,
             stop_after_samples: int | None = None, fetch_timeout_s: float | None = None,
-            window_after_first: tuple[float, float] | None = None) -> Iterator[tuple[Arrival, Any]]:
+            window_after_first: tuple[float, float] | None = None,
+            worker_init_fn: Callable[[int], None] | None = None) -> Iterator[tuple[Arrival, Any]]:
     """Yield (timing, batch) until the epoch ends, `max_batches`, `deadline` or `stop_after_samples`; raise LoaderFailed on an error or a hang.
 
     `window_after_first=(seconds, latest)` moves the deadline once the first batch and its step are done: `seconds`
     from then, but no later than `latest`. The first step carries one-off costs (a CUDA context, kernels loaded on
     first use) that can take longer than the whole window; they are start-up, not the loop's steady state.
+    `worker_init_fn` replaces the loader's in the copy whose workers are read (one that calls the loader's own).
     """
     started = time.perf_counter()
     first_wait = max(1.0, deadline - started if fetch_timeout_s is None else fetch_timeout_s)
     try:
         source: _FetchInMain | _FetchInThread = (
-            _FetchInMain(rebuild(loader, timeout=first_wait)) if loader.num_workers > 0 else _FetchInThread(loader, first_wait))
+            _FetchInMain(rebuild(loader, timeout=first_wait, worker_init_fn=worker_init_fn or loader.worker_init_fn))
+            if loader.num_workers > 0 else _FetchInThread(loader, first_wait))
     except Exception as exc:  # noqa: BLE001 - starting the workers runs the learner's code (pickling the dataset, the sampler)
         _stop_half_built(exc)
         raise LoaderFailed(summary(exc), time.perf_counter() - started, False, "starting the workers", exc) from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -17,10 +19,10 @@ from torch.utils.data import DataLoader
 from helpers._validate import as_device, short
 from helpers.batches import tensors
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
-from helpers.doctor.measure import (count, cpu_seconds, identities, is_pinned, labels, length, pages, real_tokens, summary,
-                                    working_threads)
+from helpers.doctor.measure import count, cpu_seconds, identities, is_pinned, labels, length, pages, real_tokens, summary
 from helpers.doctor.reading import Arrival, LoaderFailed, batches, threads_left
 from helpers.doctor.registry import Check, Observation, Rule, in_order
+from helpers.doctor.threads import ThreadCensus, working_threads
 
 FIRST_PASS_SHARE = 0.35      # of the budget: the loader as given; the rest goes to the rules' own measurements
 KEEP_BATCHES = 32            # batches kept in memory to replay through the step (headspace) ...
@@ -151,7 +153,7 @@ def _first_pass(obs: Observation) -> None:
         if "pids" not in state or time.perf_counter() - state["last"] < SNAPSHOT_S:
             return
         end = [pages(pid) for pid in state["pids"]]
-        threads = [working_threads(pid) for pid in state["pids"]]
+        threads = [working_threads(pid, census.python_threads(pid)) for pid in state["pids"]]
         (ours0, machine0), (ours1, machine1) = state["cpu"], cpu_seconds(state["pids"])
         if state["pids"] and (any(p is None for p in end) or any(not psutil.pid_exists(pid) for pid in state["pids"])):
             return
@@ -164,19 +166,25 @@ def _first_pass(obs: Observation) -> None:
         state["last"] = 0.0  # the final snapshot, when the workers are still there
         snapshot()
 
+    census = ThreadCensus(loader.worker_init_fn, tempfile.mkdtemp(prefix="doctor-threads-"))  # the DataLoader's own threads
     try:
         for arrival, batch in batches(loader, time.perf_counter() + window, min(limit, MAX_BATCHES) if limit else MAX_BATCHES,
                                       on_start=started, on_end=ending, step=obs.time_step if obs.step else None,
                                       fetch_timeout_s=0.75 * obs.left(),  # a slow start-up is not a hang
-                                      window_after_first=(window, obs.deadline)):  # nor is a slow first step
+                                      window_after_first=(window, obs.deadline),  # nor is a slow first step
+                                      worker_init_fn=census if loader.num_workers > 0 else None):
             _observe(obs, arrival, batch)
             snapshot()
     except LoaderFailed as failed:
         obs.failure = failed
         return
+    finally:
+        shutil.rmtree(census.folder, ignore_errors=True)
     if obs.batches:
         obs.measured.update(batches_read=obs.batches, samples_read=obs.samples, first_batch_s=obs.first_batch_s,
                             steady_batch_s=obs.steady_batch_s, samples_per_s=obs.samples_per_s)
+        if obs.worker_threads:
+            obs.measured["worker_threads"] = list(obs.worker_threads)  # threads computing side by side, per worker
 
 
 def _observe(obs: Observation, arrival: Arrival, batch: Any) -> None:

@@ -1,0 +1,69 @@
+"""Which threads of a worker compute side by side: thread pools told apart from the DataLoader's own Python threads (lesson 00).
+
+A worker sends each batch through its queue's feeder thread and, with the file_descriptor sharing strategy, a
+resource-sharer thread; both are Python threads that take turns with the worker's main thread for the GIL, and on a
+loader of cheap items they did 40-60 % of the main thread's CPU work. Limiting thread pools (BLAS, OpenMP, OpenCV) to
+one thread per worker cannot change them, so they are not what threads-oversubscribed is about.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+WORKING_SHARE = 0.5  # a thread working side by side did at least this share of the CPU work of the busiest one
+
+
+class ThreadCensus:
+    """A worker_init_fn: the loader's own, then a note in `folder` of every Python thread the worker starts later, by native id."""
+
+    def __init__(self, inner: Callable[[int], None] | None, folder: str) -> None:
+        self.inner = inner
+        self.folder = folder
+
+    def __call__(self, worker_id: int) -> None:
+        if self.inner is not None:
+            self.inner(worker_id)
+        threading.setprofile(_Note(self.folder, threading.getprofile()))
+
+    def python_threads(self, pid: int) -> set[int]:
+        """Native ids of the Python threads worker `pid` has started since its worker_init_fn (the main thread is not one)."""
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return set()
+        return {int(tid) for owner, _, tid in (name.partition(".") for name in names) if owner == str(pid) and tid.isdigit()}
+
+
+class _Note:
+    """A profile hook each new Python thread calls once: it writes the thread's native id, then hands over to the hook before it."""
+
+    def __init__(self, folder: str, before: Any) -> None:
+        self.folder = folder
+        self.before = before
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
+        sys.setprofile(self.before)
+        try:
+            open(os.path.join(self.folder, f"{os.getpid()}.{threading.get_native_id()}"), "x").close()
+        except OSError:  # the doctor has finished and removed the folder, or this thread was noted already
+            pass
+        return self.before(frame, event, arg) if self.before is not None else None
+
+
+def working_threads(pid: int, python_threads: set[int] | frozenset[int] = frozenset()) -> int | None:
+    """Threads of process `pid`, other than `python_threads`, that did at least half the CPU work of the busiest of them, or None.
+
+    `python_threads`: native ids of the process's Python threads besides its main thread (ThreadCensus); they are left
+    out, as BLAS or OpenMP threads splitting a matrix product, which do about as much as the main thread, are not.
+    """
+    try:
+        cpu = [t.user_time + t.system_time for t in psutil.Process(pid).threads() if t.id == pid or t.id not in python_threads]
+    except psutil.Error:
+        return None
+    busiest = max(cpu, default=0.0)
+    return sum(1 for c in cpu if c >= WORKING_SHARE * busiest) if busiest >= 0.05 else None
