@@ -56,7 +56,11 @@ def worker_memory(loader: DataLoader) -> list[WorkerMemory]:
     if not getattr(loader, "in_order", True):
         raise ValueError("loader.in_order must be True: worker_memory tells each worker's first batch by the order "
                          "batches come in (worker i's first is batch i), got in_order=False")
-    num_batches = len(loader)  # stop before StopIteration: a finished non-persistent iterator ends its workers
+    try:
+        num_batches = len(loader)  # stop before StopIteration: a finished non-persistent iterator ends its workers
+    except TypeError:
+        raise TypeError(f"loader must have a length (a map-style dataset, or an IterableDataset with __len__), got one over "
+                        f"{type(loader.dataset).__name__}, which has none") from None
     if num_batches < 1:
         raise ValueError(f"loader must give at least one batch, got len(loader) == {num_batches}")
     iterator: Any = iter(loader)

@@ -180,7 +180,9 @@ class ExecutedNotebooks:
             config.workeroutput[self.name] = json.dumps(self.state())
         elif self.executed_dir == EXECUTED_DIR and (self.seen or self.failed):
             SUITE_RUN.parent.mkdir(parents=True, exist_ok=True)
-            SUITE_RUN.write_text(json.dumps({"run": os.environ.get(SUITE_RUN_VAR), **self.state()}, indent=1))
+            partial = SUITE_RUN.with_name(f"{SUITE_RUN.name}.{os.getpid()}")  # whole or not at all: another run may read it
+            partial.write_text(json.dumps({"run": os.environ.get(SUITE_RUN_VAR), **self.state()}, indent=1))
+            partial.replace(SUITE_RUN)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):

@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset, get_worker_info
 
 from helpers.memory import MemorySample, process_memory, worker_memory
 from helpers.workloads import ArrayBackedDataset, InMemoryDataset, ListBackedDataset
@@ -66,3 +66,12 @@ def test_worker_memory_rejects_bad_arguments():
         worker_memory(DataLoader(InMemoryDataset(8), num_workers=2, in_order=False))
     with pytest.raises(ValueError, match="loader must give at least one batch, got len\\(loader\\) == 0"):
         worker_memory(DataLoader(TensorDataset(torch.zeros(0, 2)), num_workers=2))
+    with pytest.raises(TypeError, match="loader must have a length.*over Endless, which has none"):
+        worker_memory(DataLoader(Endless(), num_workers=2))
+
+
+class Endless(IterableDataset):
+    """A stream with no __len__."""
+
+    def __iter__(self):
+        return iter(range(10))
