@@ -186,16 +186,19 @@ class ExecutedNotebooks:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        from tools import build_site
+
+        notebook = type(item).__name__ == "IPyNbCell"
+        if notebook and Path(item.parent.path) not in self.outputs:  # its first cell: an older copy goes now, so a run
+            build_site.executed_path(Path(item.parent.path), self.executed_dir).unlink(missing_ok=True)  # cut short keeps none
         yield
-        if type(item).__name__ != "IPyNbCell":
+        if not notebook:
             return
         source = Path(item.parent.path)
         self.seen.add(source)
         self.outputs.setdefault(source, {})[item.cell_num] = list(item.test_outputs or [])
         if nextitem is not None and getattr(nextitem, "parent", None) is item.parent:
             return  # more cells of this notebook to come
-        from tools import build_site
-
         outputs = self.outputs.pop(source)
         stale = build_site.executed_path(source, self.executed_dir)
         if source in self.failed or not source.is_relative_to(ROOT):

@@ -348,6 +348,31 @@ def test_workers_runs_reach_the_site_test_of_a_later_pytest_run(tmp_path, monkey
     assert suite_run(site_run) is site_run  # a run that executed notebooks itself renders its own
 
 
+class IPyNbCell:
+    """Stands in for nbval's cell item (the plugin tells cells by this class name)."""
+
+    def __init__(self, path: Path, cell_num: int) -> None:
+        self.parent, self.cell_num, self.test_outputs = self, cell_num, []
+        self.path = path
+
+
+def test_a_notebook_run_cut_short_leaves_no_older_executed_copy(tmp_path):
+    """A run stopped after the first cell (Ctrl-C, a crash) must not leave the site the copy of an earlier run."""
+    lesson = ROOT / "notebooks" / "00_setup_check.ipynb"
+    plugin = ExecutedNotebooks(tmp_path / "executed")
+    older = build_site.executed_path(lesson, tmp_path / "executed")
+    older.parent.mkdir(parents=True)
+    older.write_text("{}")
+    first, second = IPyNbCell(lesson, 0), IPyNbCell(lesson, 1)
+    second.parent = first.parent
+    running = plugin.pytest_runtest_protocol(first, second)
+    next(running)  # the first cell is about to run
+    assert not older.exists()
+    with pytest.raises(StopIteration):
+        running.send(None)  # it ran; more cells to come: nothing kept yet
+    assert plugin.outputs == {lesson: {0: []}} and not older.exists()
+
+
 def test_executed_copy_goes_stale_and_only_complete_runs_are_kept(tmp_path):
     source = tmp_path / "lessons" / "00_x.ipynb"
     source.parent.mkdir()
