@@ -6,12 +6,13 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 CHANGEABLE = frozenset({"num_workers", "timeout", "persistent_workers", "worker_init_fn", "prefetch_factor", "dataset",
-                        "collate_fn", "loader_class", "sampler"})
+                        "collate_fn", "loader_class", "sampler", "multiprocessing_context"})
 
 
 def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn,
-    prefetch_factor, dataset, collate_fn, sampler; loader_class, e.g. torchdata's StatefulDataLoader, else DataLoader)."""
+    prefetch_factor, dataset, collate_fn, sampler, multiprocessing_context; loader_class, e.g. torchdata's StatefulDataLoader,
+    else DataLoader)."""
     unknown = sorted(set(changes) - CHANGEABLE)
     if unknown:
         raise ValueError(f"changes: rebuild cannot change {unknown}; it changes {sorted(CHANGEABLE)}")
@@ -25,7 +26,7 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
         "timeout": changes.get("timeout", loader.timeout) if workers > 0 else 0,
     }
     if workers > 0:
-        kwargs.update(multiprocessing_context=loader.multiprocessing_context,
+        kwargs.update(multiprocessing_context=changes.get("multiprocessing_context", loader.multiprocessing_context),
                       prefetch_factor=changes.get("prefetch_factor") or loader.prefetch_factor,
                       persistent_workers=changes.get("persistent_workers", loader.persistent_workers))
         if loader.timeout and "timeout" in changes:

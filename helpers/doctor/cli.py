@@ -2,17 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from helpers._validate import short
 from helpers.doctor.reading import threads_left
 from helpers.doctor.run import check_make_loader, diagnose
+from helpers.doctor.spec import load
 from helpers.env import share_worker_temp_dir
 
 OK, FOUND_ERROR, COULD_NOT_RUN = 0, 1, 2
@@ -21,19 +19,6 @@ EPILOG = """exit status:
   1  the doctor ran and found at least one error (e.g. loader-error, iterable-duplicates)
   2  the doctor could not run: bad arguments, your module or function could not be imported or called,
      or the --json file could not be written"""
-
-
-def load(spec: str, what: str) -> Callable[..., Any]:
-    """`module:function` from the current directory or the installed packages."""
-    if not isinstance(spec, str) or spec.count(":") != 1:
-        raise ValueError(f"{what} must look like module:function, got {short(spec)}")
-    module_name, name = spec.split(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
-    if not hasattr(module, name):
-        raise ValueError(f"{what}: module {module_name} has no {name!r}")
-    return getattr(module, name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,11 +37,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "and read their epochs: samples two ranks share, unequal steps (lesson 09)")
     parser.add_argument("--resume", action="store_true", help="resume a fresh loader from its state_dict mid-epoch and at the "
                         "epoch boundary, and compare with an uninterrupted run (lesson 09)")
+    parser.add_argument("--start-methods", action="store_true", help="instead of a diagnosis, run the loader under fork, "
+                        "forkserver and spawn, each in a fresh Python: time to the first batch, MiB sent to each worker, "
+                        "worker memory, samples/s, and what fails (lesson 09); exit 1 when a method fails")
     args = parser.parse_args(argv)  # bad arguments: argparse exits with status 2
     for name in ("epochs", "ranks"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be 1 or more, got {getattr(args, name)}")
     share_worker_temp_dir()  # the loader's workers share one temporary folder, removed when the doctor exits
+    if args.start_methods:
+        return _start_methods(args.loader)
     try:
         make_loader = load(args.loader, "loader")
         check_make_loader(make_loader, args.ranks, args.resume)  # --ranks needs rank= and world_size=: said before calling it
@@ -73,6 +63,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loader-doctor: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return COULD_NOT_RUN
     return FOUND_ERROR if diagnosis.errors else OK
+
+
+def _start_methods(spec: str) -> int:
+    """The start-method X-ray from the shell: the table, each failure's fix; 1 when a method failed, 2 when it could not run."""
+    from helpers.doctor.xray import HEADER, x_ray
+
+    try:
+        runs = x_ray(spec)
+    except Exception as exc:  # noqa: BLE001 - a bad spec: say why and exit 2
+        print(f"loader-doctor: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return COULD_NOT_RUN
+    print(HEADER)
+    for method_run in runs:
+        print(method_run.row())
+    for fix in dict.fromkeys(r.fix for r in runs if r.fix):
+        print(f"fix: {fix}")
+    return OK if all(r.ok for r in runs) else FOUND_ERROR
 
 
 def run() -> None:

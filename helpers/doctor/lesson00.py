@@ -11,7 +11,7 @@ import torch
 
 from helpers.doctor.findings import Finding, fmt_bytes
 from helpers.doctor.measure import ranks_on_node, shm_free_bytes
-from helpers.doctor.pickling import culprit, main_has_no_file, pickle_probe, start_method
+from helpers.doctor.pickling import PICKLE_FIX, SENT, culprit, main_has_no_file, pickle_probe, start_method
 from helpers.doctor.reading import alternating_rates
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
@@ -145,9 +145,6 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
         ranks=ranks, workers=workers, threads_per_worker=most, usable_cores=cores, gain=gain, rounds=len(ratios))
 
 
-SENT = ("dataset", "collate_fn", "worker_init_fn")  # what a DataLoader passes to each worker process it starts
-
-
 @rule("not-picklable", severities=("error", "warning", "info"), phase="static", planted="not_picklable",
       taught_in=("00_setup_check", "4. The start method, and why worker code lives in a module"))
 def not_picklable(obs: Observation) -> Finding | None:
@@ -171,9 +168,7 @@ def not_picklable(obs: Observation) -> Finding | None:
             "not-picklable", severity,
             f"{path} ({type(part).__name__}) cannot be pickled: {type(error).__name__}: {error}. Each worker is sent the "
             f"{failed} pickled when it starts under spawn or forkserver, so starting the workers {later}",
-            "make it picklable: a function or class defined at module level instead of a lambda or a local one; a file, "
-            "database or socket opened lazily inside the worker (in __getitem__ or worker_init_fn) instead of in __init__ "
-            "(lesson 00)",
+            PICKLE_FIX,
             path=path, type=type(part).__name__, error=f"{type(error).__name__}: {error}", start_method=method)
     from_main = sorted({name for p in probes.values() for name in p.from_main})
     if from_main and main_has_no_file():  # the course's own notebooks do this under fork: info there, an error where it fails

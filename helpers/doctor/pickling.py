@@ -12,6 +12,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+SENT = ("dataset", "collate_fn", "worker_init_fn")  # what a DataLoader passes to each worker process it starts
+PICKLE_FIX = ("make it picklable: a function or class defined at module level instead of a lambda or a local one; a file, "
+              "database or socket opened lazily inside the worker (in __getitem__ or worker_init_fn) instead of in __init__ "
+              "(lesson 00)")
 MAX_CHILDREN = 10_000  # items of one list or dict tried one by one when looking for the part that fails
 
 

@@ -1,9 +1,11 @@
-"""Which threads of a worker compute side by side: thread pools told apart from the DataLoader's own Python threads (lesson 00).
+"""Which threads of a worker compute side by side: thread pools told apart from the worker's Python threads (lesson 00).
 
-A worker sends each batch through its queue's feeder thread and, with the file_descriptor sharing strategy, a
-resource-sharer thread; both are Python threads that take turns with the worker's main thread for the GIL, and on a
-loader of cheap items they did 40-60 % of the main thread's CPU work. Limiting thread pools (BLAS, OpenMP, OpenCV) to
-one thread per worker cannot change them, so they are not what threads-oversubscribed is about.
+Every Python thread a worker starts through `threading` after its worker_init_fn is left out: the DataLoader's own
+(the queue's feeder thread, which sends each batch; with the file_descriptor sharing strategy, Linux's default, and
+batches holding tensors, the thread that passes their file descriptors) and any pool the dataset starts itself. On a
+loader of cheap items the first two did 40-60 % of the main thread's CPU work (2-core VM, annotations_numpy); the limits threads-oversubscribed
+advises (BLAS, OpenMP, OpenCV threads) change none of them. A thread started by `_thread` directly, or a dataset that
+replaces the profile hook with its own `threading.setprofile`, is not noted and counts as a pool thread.
 """
 from __future__ import annotations
 
@@ -56,7 +58,8 @@ class _Note:
 
 
 def working_threads(pid: int, python_threads: set[int] | frozenset[int] = frozenset()) -> int | None:
-    """Threads of process `pid`, other than `python_threads`, that did at least half the CPU work of the busiest of them, or None.
+    """Threads of process `pid`, other than `python_threads`, that did at least half the CPU work of the busiest of them, or None
+    when that busiest one has used under 0.05 s of CPU (CPU seconds since each thread started, start-up included).
 
     `python_threads`: native ids of the process's Python threads besides its main thread (ThreadCensus); they are left
     out, as BLAS or OpenMP threads splitting a matrix product, which do about as much as the main thread, are not.

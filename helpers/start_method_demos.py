@@ -1,0 +1,71 @@
+"""Lesson 09's start-method loaders: file paths kept as a Python list, the same paths packed in one tensor, a lambda transform.
+
+Each function takes no argument and returns a DataLoader with 2 workers, so `helpers.doctor.xray.x_ray` (and
+`loader-doctor helpers.start_method_demos:listed_paths --start-methods`) can build it in a fresh Python.
+"""
+from __future__ import annotations
+
+import zlib
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+NUM_PATHS = 400_000
+WIDTH = 32  # bytes per packed path, zero-padded
+
+
+def paths(n: int = NUM_PATHS) -> list[str]:
+    """n file paths as an image folder's index would list them."""
+    return [f"/data/train/{i % 1000:03d}/img_{i:08d}.jpg" for i in range(n)]
+
+
+class ListedPaths(Dataset):
+    """Each item is read from the file at its path (here: a number made from the path); the paths are a Python list."""
+
+    def __init__(self, n: int = NUM_PATHS) -> None:
+        self.paths = paths(n)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def path(self, i: int) -> str:
+        """Item i's file path."""
+        return self.paths[i]
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor([zlib.crc32(self.path(i).encode()) % 1000], dtype=torch.float32)
+
+
+class PackedPaths(ListedPaths):
+    """The same paths, packed as bytes in one uint8 tensor (n x WIDTH): a worker is sent a handle to shared memory."""
+
+    def __init__(self, n: int = NUM_PATHS) -> None:
+        listed = paths(n)
+        if max(map(len, listed)) > WIDTH:
+            raise ValueError(f"paths must be at most {WIDTH} bytes to pack, got one of {max(map(len, listed))}")
+        self.packed = torch.frombuffer(bytearray(b"".join(p.encode().ljust(WIDTH, b"\0") for p in listed)),
+                                       dtype=torch.uint8).reshape(n, WIDTH)
+
+    def __len__(self) -> int:
+        return len(self.packed)
+
+    def path(self, i: int) -> str:
+        """Item i's file path, unpacked."""
+        return bytes(self.packed[i].tolist()).rstrip(b"\0").decode()
+
+
+def listed_paths() -> DataLoader:
+    """400,000 paths in a Python list, 2 workers."""
+    return DataLoader(ListedPaths(), batch_size=256, shuffle=True, num_workers=2)
+
+
+def packed_paths() -> DataLoader:
+    """The same paths packed in a tensor, 2 workers."""
+    return DataLoader(PackedPaths(), batch_size=256, shuffle=True, num_workers=2)
+
+
+def lambda_transform() -> DataLoader:
+    """A transform kept as a lambda on the dataset, 2 workers."""
+    dataset = ListedPaths(1024)
+    dataset.transform = lambda x: x / 1000
+    return DataLoader(dataset, batch_size=256, num_workers=2)

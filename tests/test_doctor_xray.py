@@ -1,0 +1,118 @@
+"""helpers.doctor.xray: one loader under fork, forkserver and spawn, each in a fresh Python; `loader-doctor --start-methods`."""
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers.doctor.xray import MIB, x_ray
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("no_process_left")
+
+CASES = textwrap.dedent('''
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    PATHS = [f"/data/train/img_{i:08d}.jpg" for i in range(100_000)]
+
+    class Rows(Dataset):
+        def __init__(self, payload=None):
+            self.x = torch.arange(131_072 * 16, dtype=torch.float32).reshape(-1, 16)  # 8 MiB
+            self.payload = payload
+
+        def __len__(self):
+            return 1024
+
+        def __getitem__(self, i):
+            return self.x[i]
+
+    def tensors():
+        return DataLoader(Rows(), batch_size=64, num_workers=2)
+
+    def paths():
+        return DataLoader(Rows(payload=PATHS), batch_size=64, num_workers=2)
+
+    def local_lambda():
+        dataset = Rows()
+        dataset.transform = lambda x: x
+        return DataLoader(dataset, batch_size=64, num_workers=2)
+
+    def no_workers():
+        return DataLoader(Rows(), batch_size=64)
+''')
+
+
+@pytest.fixture
+def cases(tmp_path, monkeypatch):
+    """A module of loaders in a fresh folder, the current directory (as `loader-doctor` finds the learner's module)."""
+    (tmp_path / "xray_cases.py").write_text(CASES)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_a_tensor_travels_as_a_handle_and_a_list_by_value(cases):
+    import xray_cases
+
+    fork, spawn = x_ray("xray_cases:tensors", methods=["fork", "spawn"])
+    assert fork.ok and spawn.ok, (fork, spawn)
+    assert fork.sent_mib == 0.0 and spawn.sent_mib < 0.05  # 8 MiB of tensor: a shared-memory handle of a few hundred bytes
+    by_value = len(pickle.dumps(xray_cases.PATHS)) / MIB  # the list as plain pickle writes it, about 3.6 MiB
+    (listed,) = x_ray("xray_cases:paths", methods=["spawn"])
+    assert listed.ok and by_value <= listed.sent_mib <= by_value + 0.05, (listed.sent_mib, by_value)
+    assert listed.pickle_s > 0
+    for run in (fork, spawn, listed):
+        assert len(run.worker_uss_mib) == len(run.worker_pss_mib) == 2 and run.samples_per_s > 0 and run.batches == 16
+    # a spawned worker imports torch itself; a forked one shares the parent's pages until it writes them
+    assert min(spawn.worker_uss_mib) > 2 * max(fork.worker_uss_mib), (spawn.worker_uss_mib, fork.worker_uss_mib)
+    assert spawn.first_batch_s > fork.first_batch_s
+
+
+def test_a_method_that_cannot_pickle_the_dataset_names_the_part_and_the_fix(cases):
+    fork, forkserver = x_ray("xray_cases:local_lambda", methods=["fork", "forkserver"])
+    assert fork.ok
+    assert not forkserver.ok and "Can't pickle local object 'local_lambda.<locals>.<lambda>'" in forkserver.error
+    assert forkserver.culprit == "loader.dataset.transform (function)" and "module level" in forkserver.fix
+    assert "it is loader.dataset.transform (function)" in forkserver.row()
+
+
+def test_a_loader_without_workers_says_the_method_changes_nothing(cases):
+    (run,) = x_ray("xray_cases:no_workers", methods=["spawn"])
+    assert not run.ok and "num_workers=0" in run.error
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"spec": "xray_cases"}, "spec must look like module:function, got 'xray_cases'"),
+    ({"methods": "spawn"}, "methods must be start methods"),
+    ({"methods": ["fork", "vfork"]}, "methods must be start methods.*got \\['fork', 'vfork'\\]"),
+    ({"methods": ["fork", "fork"]}, "methods must be start methods"),
+    ({"batches": 1}, "batches must be an int of at least 2.*got 1"),
+    ({"timeout_s": float("nan")}, "timeout_s must be a positive number of seconds, got nan"),
+])
+def test_bad_input_is_named(cases, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        x_ray(**{"spec": "xray_cases:tensors", **kwargs})
+
+
+def test_a_module_that_is_not_there_is_said_once(cases):
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+        x_ray("no_such_module:make_loader")
+
+
+def test_command_line_exit_status(cases):
+    def doctor(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "helpers.doctor", *args, "--start-methods"], capture_output=True,
+                              text=True, timeout=300, cwd=cases, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+    failed = doctor("xray_cases:local_lambda")
+    assert failed.returncode == 1, failed.stderr
+    lines = failed.stdout.splitlines()
+    assert lines[0].startswith("method") and lines[1].startswith("fork ") and "failed" not in lines[1]
+    assert lines[2].startswith("forkserver  failed: AttributeError") and lines[3].startswith("spawn       failed")
+    assert lines[4].startswith("fix: make it picklable")
+    assert doctor("nowhere:fn").returncode == 2
