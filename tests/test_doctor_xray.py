@@ -1,15 +1,18 @@
 """helpers.doctor.xray: one loader under fork, forkserver and spawn, each in a fresh Python; `loader-doctor --start-methods`."""
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from helpers.doctor.xray import MIB, x_ray
+from helpers.doctor.xray import MIB, MethodRun, x_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("no_process_left")
@@ -44,6 +47,26 @@ CASES = textwrap.dedent('''
 
     def no_workers():
         return DataLoader(Rows(), batch_size=64)
+
+    class Raises(Rows):
+        def __getitem__(self, i):
+            raise ValueError("item 3 is corrupt")
+
+    def raises():
+        return DataLoader(Raises(), batch_size=64, num_workers=2)
+
+    class Hangs(Rows):
+        def __getitem__(self, i):
+            import time
+            time.sleep(600)
+
+    def hangs():
+        return DataLoader(Hangs(), batch_size=64, num_workers=2)
+
+    def not_a_loader():
+        return [1, 2, 3]
+
+    NOT_CALLABLE = 3
 ''')
 
 
@@ -86,17 +109,66 @@ def test_a_loader_without_workers_says_the_method_changes_nothing(cases):
     assert not run.ok and "num_workers=0" in run.error
 
 
+def test_the_workers_own_error_and_a_function_that_returns_no_loader_are_said(cases):
+    (raised,) = x_ray("xray_cases:raises", methods=["fork"])
+    assert not raised.ok and raised.error.startswith("ValueError: Caught ValueError in DataLoader worker process")
+    assert raised.error.endswith("ValueError: item 3 is corrupt") and not raised.culprit  # it pickles: no part to blame
+    (listed,) = x_ray("xray_cases:not_a_loader", methods=["fork"])
+    assert listed.error == "spec must name a function that returns a torch.utils.data.DataLoader, got [1, 2, 3]"
+
+
+def test_an_interrupt_stops_the_methods_python_and_its_workers(cases, monkeypatch):
+    """Ctrl-C (or a notebook's interrupt) reaches only this process: the method's Python, in its own process group, and
+    the workers it started are stopped before the interrupt goes on."""
+    real, children = subprocess.Popen.communicate, []
+
+    def interrupted(self, *args, **kwargs):
+        if kwargs.get("timeout") is None:
+            return real(self, *args, **kwargs)
+        children.append(self.pid)
+        deadline = time.monotonic() + 60
+        while len(psutil.Process(self.pid).children(recursive=True)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # its workers have started, and hang
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        x_ray("xray_cases:hangs", methods=["fork"])
+    left = [p for p in psutil.process_iter(["status"]) if _group(p) == children[0] and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert not left, left
+
+
+def _group(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except OSError:
+        return None
+
+
+def test_a_row_shows_a_dash_where_nothing_was_measured():
+    assert MethodRun("spawn", ok=True).row().split() == ["spawn", "-", "-", "-", "-", "-"]
+    assert "\n" not in MethodRun("spawn", error="first\nsecond").row()
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"spec": "xray_cases"}, "spec must look like module:function, got 'xray_cases'"),
-    ({"methods": "spawn"}, "methods must be start methods"),
     ({"methods": ["fork", "vfork"]}, "methods must be start methods.*got \\['fork', 'vfork'\\]"),
-    ({"methods": ["fork", "fork"]}, "methods must be start methods"),
+    ({"methods": ["fork", "fork"]}, "methods must name each start method once"),
+    ({"spec": ":make"}, "spec must look like module:function, got ':make'"),
+    ({"spec": "xray_cases:NOT_CALLABLE"}, "not callable"),
     ({"batches": 1}, "batches must be an int of at least 2.*got 1"),
     ({"timeout_s": float("nan")}, "timeout_s must be a positive number of seconds, got nan"),
+    ({"timeout_s": True}, "timeout_s must be a positive number of seconds, got True"),
 ])
 def test_bad_input_is_named(cases, kwargs, match):
     with pytest.raises(ValueError, match=match):
         x_ray(**{"spec": "xray_cases:tensors", **kwargs})
+
+
+@pytest.mark.parametrize("methods", ["spawn", 5])
+def test_methods_that_are_not_a_list_are_named(cases, methods):
+    with pytest.raises(TypeError, match=f"methods must be a list of start methods, got {methods!r}"):
+        x_ray("xray_cases:tensors", methods=methods)
 
 
 def test_a_module_that_is_not_there_is_said_once(cases):

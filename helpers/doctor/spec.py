@@ -12,7 +12,7 @@ from helpers._validate import short
 
 def load(spec: str, what: str) -> Callable[..., Any]:
     """`module:function` from the current directory or the installed packages."""
-    if not isinstance(spec, str) or spec.count(":") != 1:
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
         raise ValueError(f"{what} must look like module:function, got {short(spec)}")
     module_name, name = spec.split(":")
     if os.getcwd() not in sys.path:

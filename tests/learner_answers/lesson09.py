@@ -1,8 +1,13 @@
 """Lesson 09's exercises as learners answer them, written from the task text alone."""
 from __future__ import annotations
 
+import io
 import math
+import pickle
+import sys
 from collections import Counter, defaultdict
+from multiprocessing import reduction
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -391,6 +396,470 @@ def classes_uniform_mean(counts, shares, draws, z=4.0):
                   if abs(counts.get(c, 0) - draws / k) > z * math.sqrt(draws * p * (1 - p)))
 
 
+# ---------------------------------------------------------------- 09.4: first_unpicklable(obj, path)
+
+
+def _parts(obj, path):
+    if isinstance(obj, dict):
+        return [(f"{path}[{k!r}]", v) for k, v in obj.items()]
+    if isinstance(obj, (list, tuple)):
+        return [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
+    if hasattr(obj, "__dict__"):
+        return [(f"{path}.{k}", v) for k, v in vars(obj).items()]
+    return []
+
+
+def _fails(obj):
+    try:
+        pickle.dumps(obj)
+    except Exception:
+        return True
+    return False
+
+
+def blame_the_whole_object(obj, path):
+    """Never looks inside: blames `path` itself whenever pickling fails."""
+    try:
+        pickle.dumps(obj)
+    except Exception:
+        return path
+    return None
+
+
+def blame_one_level_only(obj, path):
+    """Names the first failing part but does not look inside it."""
+    if not _fails(obj):
+        return None
+    for p, v in _parts(obj, path):
+        if _fails(v):
+            return p
+    return path
+
+
+def blame_the_last_failing_part(obj, path):
+    """Blames the last failing part, not the first."""
+    if not _fails(obj):
+        return None
+    for p, v in reversed(_parts(obj, path)):
+        if _fails(v):
+            return blame_the_last_failing_part(v, p)
+    return path
+
+
+def blame_as_a_bool(obj, path):
+    """Answers whether the object pickles (True/False) instead of a path."""
+    return not _fails(obj)
+
+
+def blame_empty_string_when_fine(obj, path):
+    """Returns '' instead of None when the object pickles."""
+    if not _fails(obj):
+        return ""
+    for p, v in _parts(obj, path):
+        if _fails(v):
+            return blame_empty_string_when_fine(v, p)
+    return path
+
+
+def blame_dict_key_without_repr(obj, path):
+    """Writes a dict value's path as path[key], without repr (loader[bad])."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, dict):
+        parts = [(f"{path}[{k}]", v) for k, v in obj.items()]
+    else:
+        parts = _parts(obj, path)
+    for p, v in parts:
+        if _fails(v):
+            return blame_dict_key_without_repr(v, p)
+    return path
+
+
+def blame_dict_key_as_attribute(obj, path):
+    """Writes a dict value's path as path.key, like an attribute."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, dict):
+        parts = [(f"{path}.{k}", v) for k, v in obj.items()]
+    else:
+        parts = _parts(obj, path)
+    for p, v in parts:
+        if _fails(v):
+            return blame_dict_key_as_attribute(v, p)
+    return path
+
+
+def blame_item_counting_from_one(obj, path):
+    """Numbers a list's items from 1, not 0."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, (list, tuple)):
+        parts = [(f"{path}[{i + 1}]", v) for i, v in enumerate(obj)]
+    else:
+        parts = _parts(obj, path)
+    for p, v in parts:
+        if _fails(v):
+            return blame_item_counting_from_one(v, p)
+    return path
+
+
+def blame_items_as_attributes(obj, path):
+    """Writes a list item's path as path.i, like an attribute, not path[i]."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, (list, tuple)):
+        parts = [(f"{path}.{i}", v) for i, v in enumerate(obj)]
+    else:
+        parts = _parts(obj, path)
+    for p, v in parts:
+        if _fails(v):
+            return blame_items_as_attributes(v, p)
+    return path
+
+
+def blame_lists_not_tuples(obj, path):
+    """Looks inside lists but not tuples."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, tuple):
+        return path
+    for p, v in _parts(obj, path):
+        if _fails(v):
+            return blame_lists_not_tuples(v, p)
+    return path
+
+
+def blame_containers_only(obj, path):
+    """Looks inside lists, tuples and dicts but never at an object's attributes."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, (list, tuple, dict)):
+        for p, v in _parts(obj, path):
+            if _fails(v):
+                return blame_containers_only(v, p)
+    return path
+
+
+def blame_attributes_only(obj, path):
+    """Looks at an object's attributes but never inside lists, tuples or dicts."""
+    if not _fails(obj):
+        return None
+    if not isinstance(obj, (list, tuple, dict)) and hasattr(obj, "__dict__"):
+        for k, v in vars(obj).items():
+            if _fails(v):
+                return blame_attributes_only(v, f"{path}.{k}")
+    return path
+
+
+def blame_dict_keys_not_values(obj, path):
+    """Looks at a dict's keys instead of its values."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, dict):
+        parts = [(f"{path}[{k!r}]", k) for k in obj]
+    else:
+        parts = _parts(obj, path)
+    for p, v in parts:
+        if _fails(v):
+            return blame_dict_keys_not_values(v, p)
+    return path
+
+
+def blame_attributes_in_dir_order(obj, path):
+    """Walks attributes in dir() order (sorted by name) instead of vars() order."""
+    if not _fails(obj):
+        return None
+    if not isinstance(obj, (list, tuple, dict)) and hasattr(obj, "__dict__"):
+        parts = [(f"{path}.{k}", vars(obj)[k]) for k in sorted(vars(obj))]
+    else:
+        parts = _parts(obj, path)
+    for p, v in parts:
+        if _fails(v):
+            return blame_attributes_in_dir_order(v, p)
+    return path
+
+
+def blame_none_when_no_part_fails(obj, path):
+    """Returns None instead of the object's own path when none of its parts fails."""
+    if not _fails(obj):
+        return None
+    for p, v in _parts(obj, path):
+        if _fails(v):
+            return blame_none_when_no_part_fails(v, p)
+    return None
+
+
+def blame_parts_before_trying_the_whole(obj, path):
+    """Looks at the parts first, without asking whether the object itself pickles."""
+    for p, v in _parts(obj, path):
+        found = blame_parts_before_trying_the_whole(v, p)
+        if found is not None:
+            return found
+    return path if _fails(obj) else None
+
+
+def blame_catching_only_pickling_error(obj, path):
+    """Catches only pickle.PicklingError, so a TypeError or AttributeError escapes."""
+    try:
+        pickle.dumps(obj)
+        return None
+    except pickle.PicklingError:
+        pass
+    for p, v in _parts(obj, path):
+        found = blame_catching_only_pickling_error(v, p)
+        if found is not None:
+            return found
+    return path
+
+
+def blame_all_failing_parts(obj, path):
+    """Returns a list of every failing leaf path instead of the first one."""
+    if not _fails(obj):
+        return None
+    found = []
+    for p, v in _parts(obj, path):
+        if _fails(v):
+            found.extend(blame_all_failing_parts(v, p))
+    return found or [path]
+
+
+def blame_the_value_not_its_path(obj, path):
+    """Returns the unpicklable object itself rather than its path."""
+    if not _fails(obj):
+        return None
+    for p, v in _parts(obj, path):
+        if _fails(v):
+            return blame_the_value_not_its_path(v, p)
+    return obj
+
+
+def blame_with_double_quoted_keys(obj, path):
+    """Writes dict keys as path["key"] with double quotes instead of repr's single quotes."""
+    if not _fails(obj):
+        return None
+    if isinstance(obj, dict):
+        parts = [(f'{path}["{k}"]', v) for k, v in obj.items()]
+    else:
+        parts = _parts(obj, path)
+    for p, v in parts:
+        if _fails(v):
+            return blame_with_double_quoted_keys(v, p)
+    return path
+
+
+def blame_with_forking_pickler(obj, path):
+    """Tries ForkingPickler.dumps instead of pickle.dumps."""
+    try:
+        ForkingPickler.dumps(obj)
+        return None
+    except Exception:
+        pass
+    for p, v in _parts(obj, path):
+        found = blame_with_forking_pickler(v, p)
+        if found is not None:
+            return found
+    return path
+
+
+# ---------------------------------------------------------------- 09.5: sent_mib(dataset, workers, epochs, persistent)
+
+
+def sent_with_plain_pickle(dataset, workers, epochs, persistent):
+    """Measures with pickle.dumps, not ForkingPickler.dumps (a tensor is sent as a handle)."""
+    if workers == 0:
+        return 0.0
+    starts = workers if persistent else workers * epochs
+    return starts * len(pickle.dumps(dataset)) / 2**20
+
+
+def sent_in_megabytes(dataset, workers, epochs, persistent):
+    """Divides by 10**6 (MB), not 2**20 (MiB)."""
+    starts = workers if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 10**6
+
+
+def sent_in_kib(dataset, workers, epochs, persistent):
+    """Divides by 1024 only (KiB)."""
+    starts = workers if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 1024
+
+
+def sent_in_bytes(dataset, workers, epochs, persistent):
+    """Returns bytes instead of MiB."""
+    starts = workers if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset))
+
+
+def sent_ignoring_persistent(dataset, workers, epochs, persistent):
+    """Ignores persistent: always once per worker per epoch."""
+    return workers * epochs * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_persistent_swapped(dataset, workers, epochs, persistent):
+    """Swaps the two cases: per epoch with persistent workers, once without."""
+    starts = workers * epochs if persistent else workers
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_persistent_once_in_all(dataset, workers, epochs, persistent):
+    """With persistent workers counts a single send in all, not one per worker."""
+    if workers == 0:
+        return 0.0
+    starts = 1 if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_main_process_counts(dataset, workers, epochs, persistent):
+    """Counts the main process as a worker (workers + 1)."""
+    starts = (workers + 1) if persistent else (workers + 1) * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_zero_workers_as_one(dataset, workers, epochs, persistent):
+    """With workers == 0 counts the main process as one start instead of nothing."""
+    w = max(workers, 1)
+    starts = w if persistent else w * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_getsizeof(dataset, workers, epochs, persistent):
+    """Measures sys.getsizeof(dataset) instead of the pickled bytes."""
+    starts = workers if persistent else workers * epochs
+    return starts * sys.getsizeof(dataset) / 2**20
+
+
+def sent_floor_division(dataset, workers, epochs, persistent):
+    """Uses // so the MiB come back as a whole number."""
+    starts = workers if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) // 2**20
+
+
+def sent_rounded(dataset, workers, epochs, persistent):
+    """Rounds the MiB to two decimals."""
+    starts = workers if persistent else workers * epochs
+    return round(starts * len(ForkingPickler.dumps(dataset)) / 2**20, 2)
+
+
+def sent_workers_plus_epochs(dataset, workers, epochs, persistent):
+    """Adds workers and epochs instead of multiplying them."""
+    if workers == 0:
+        return 0.0
+    starts = workers if persistent else workers + epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_skipping_first_epoch(dataset, workers, epochs, persistent):
+    """Counts the restarts only (epochs - 1) without persistent workers."""
+    starts = workers if persistent else workers * (epochs - 1)
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_persistent_plus_first(dataset, workers, epochs, persistent):
+    """Persistent workers: one send per worker plus one more per epoch."""
+    starts = workers + epochs if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_as_string(dataset, workers, epochs, persistent):
+    """Returns a formatted string like '1.23 MiB'."""
+    starts = workers if persistent else workers * epochs
+    return f"{starts * len(ForkingPickler.dumps(dataset)) / 2**20:.2f} MiB"
+
+
+def sent_one_worker_only(dataset, workers, epochs, persistent):
+    """Returns the MiB one worker receives, not all workers together."""
+    if workers == 0:
+        return 0.0
+    starts = 1 if persistent else epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_bytes_object_size(dataset, workers, epochs, persistent):
+    """Measures sys.getsizeof of the pickled bytes (adds the bytes object's header)."""
+    starts = workers if persistent else workers * epochs
+    return starts * sys.getsizeof(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_protocol_zero(dataset, workers, epochs, persistent):
+    """Measures ForkingPickler.dumps with protocol 0."""
+    starts = workers if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset, protocol=0)) / 2**20
+
+
+# ---------------------------------------------------------------- right answers
+
+
+def first_unpicklable_recursive(obj, path):
+    """Right: try the whole, then recurse into the parts in order."""
+    try:
+        pickle.dumps(obj)
+        return None
+    except Exception:
+        pass
+    if isinstance(obj, dict):
+        parts = [(f"{path}[{k!r}]", v) for k, v in obj.items()]
+    elif isinstance(obj, (list, tuple)):
+        parts = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
+    elif hasattr(obj, "__dict__"):
+        parts = [(f"{path}.{k}", v) for k, v in vars(obj).items()]
+    else:
+        parts = []
+    for p, v in parts:
+        found = first_unpicklable_recursive(v, p)
+        if found is not None:
+            return found
+    return path
+
+
+def first_unpicklable_loop(obj, path):
+    """Right: walk down in a loop, stepping into the first part that fails."""
+    def pickles(x):
+        try:
+            pickle.dumps(x)
+        except BaseException:
+            return False
+        return True
+
+    if pickles(obj):
+        return None
+    while True:
+        if type(obj) is dict or isinstance(obj, dict):
+            named = ((f"{path}[{key!r}]", value) for key, value in obj.items())
+        elif isinstance(obj, (list, tuple)):
+            named = ((f"{path}[{i}]", item) for i, item in enumerate(obj))
+        else:
+            try:
+                named = ((f"{path}.{name}", value) for name, value in vars(obj).items())
+            except TypeError:
+                named = iter(())
+        step = next(((p, v) for p, v in named if not pickles(v)), None)
+        if step is None:
+            return path
+        path, obj = step
+
+
+def sent_mib_plain(dataset, workers, epochs, persistent):
+    """Right: starts times the pickled size, over 2**20."""
+    if workers == 0:
+        return 0.0
+    starts = workers if persistent else workers * epochs
+    return starts * len(ForkingPickler.dumps(dataset)) / 2**20
+
+
+def sent_mib_buffer(dataset, workers, epochs, persistent):
+    """Right: pickles into a buffer with a ForkingPickler, summing each start's bytes."""
+    buf = io.BytesIO()
+    reduction.ForkingPickler(buf).dump(dataset)
+    one = buf.getbuffer().nbytes
+    total = 0
+    for epoch in range(epochs):
+        for worker in range(workers):
+            if persistent and epoch > 0:
+                continue
+            total += one
+    return float(total) / (1 << 20)
+
+
 WRONG = {
     "09.1": [
         Wrong(orders_naming_the_earlier_epoch, 'name the later epoch'),
@@ -439,10 +908,54 @@ WRONG = {
         Wrong(classes_share_noise_without_draws, 'sqrt(share x (1 - share) / draws)'),
         Wrong(classes_uniform_mean, 'not draws / the number of classes'),
     ],
+    "09.4": [
+        Wrong(blame_the_whole_object, 'look inside the object that fails'),
+        Wrong(blame_one_level_only, 'look inside the failing part the same way'),
+        Wrong(blame_the_last_failing_part, 'blame the first part that fails'),
+        Wrong(blame_empty_string_when_fine, 'return None when the object pickles, not an empty path'),
+        Wrong(blame_dict_key_without_repr, "name a dict value with the key's repr"),
+        Wrong(blame_dict_key_as_attribute, "a dict's value, named by its key's repr"),
+        Wrong(blame_with_double_quoted_keys, "named by its key's repr"),
+        Wrong(blame_dict_keys_not_values, "a dict's value"),
+        Wrong(blame_items_as_attributes, 'name a list or tuple item path[i]'),
+        Wrong(blame_item_counting_from_one, 'the third item of a list'),
+        Wrong(blame_lists_not_tuples, 'the second item of a tuple'),
+        Wrong(blame_attributes_only, 'look inside lists, tuples and dicts too'),
+        Wrong(blame_containers_only, 'blame the first of its parts that fails on its own'),
+        Wrong(blame_attributes_in_dir_order, 'not sorted by name'),
+        Wrong(blame_parts_before_trying_the_whole, 'try pickle.dumps(obj) first'),
+        Wrong(blame_none_when_no_part_fails, 'blame the object itself: return path'),
+        Wrong(blame_catching_only_pickling_error, 'catch any exception pickle.dumps raises'),
+        Wrong(blame_as_a_bool, "return the part's path as a str"),
+        Wrong(blame_all_failing_parts, "return the part's path as a str"),
+        Wrong(blame_the_value_not_its_path, "return the part's path as a str"),
+    ],
+    "09.5": [
+        Wrong(sent_with_plain_pickle, 'measure with multiprocessing.reduction.ForkingPickler.dumps'),
+        Wrong(sent_in_megabytes, 'a MiB is 2**20 bytes, not 10**6'),
+        Wrong(sent_in_kib, 'that is a KiB'),
+        Wrong(sent_in_bytes, 'divide the bytes by 2**20'),
+        Wrong(sent_floor_division, 'divide with /, not //'),
+        Wrong(sent_rounded, 'return the MiB unrounded'),
+        Wrong(sent_getsizeof, 'not sys.getsizeof'),
+        Wrong(sent_bytes_object_size, 'take len() of the pickled bytes'),
+        Wrong(sent_ignoring_persistent, 'do not multiply by epochs then'),
+        Wrong(sent_persistent_swapped, 'each epoch starts new ones, each sent the dataset again: multiply by epochs'),
+        Wrong(sent_persistent_once_in_all, 'each worker is sent its own copy: multiply by workers'),
+        Wrong(sent_one_worker_only, 'each worker is sent its own copy: multiply by workers'),
+        Wrong(sent_zero_workers_as_one, 'with 0 workers the main process loads the batches itself: nothing is sent'),
+        Wrong(sent_main_process_counts, '2 workers started anew in each of 3 epochs: 6 starts'),
+        Wrong(sent_workers_plus_epochs, '2 workers started anew in each of 3 epochs: 6 starts'),
+        Wrong(sent_skipping_first_epoch, '2 workers started anew in each of 3 epochs: 6 starts'),
+        Wrong(sent_persistent_plus_first, 'persistent: 2 workers started once'),
+        Wrong(sent_as_string, 'expected a float'),
+    ],
 }
 
 RIGHT = {
     "09.1": [orders_right_from_records, orders_right_with_loops],
     "09.2": [gaps_right_with_counts, gaps_right_with_loops, gaps_right_with_coverage],
     "09.3": [classes_right_squared, classes_right_numpy_then_ints, classes_right_z_score_guarded],
+    "09.4": [first_unpicklable_recursive, first_unpicklable_loop, blame_with_forking_pickler],
+    "09.5": [sent_mib_plain, sent_mib_buffer],
 }
