@@ -3,7 +3,8 @@
 `diagnose(loader, step=..., budget_s=..., device=...)` returns a `Diagnosis`; `loader-doctor module:make_loader
 [--step module:train_step] [--json out.json] [--budget 30]` (or `python -m helpers.doctor ...`) does the same from a
 shell: exit status 0 when it finds no error, 1 when it finds one, 2 when it could not run. `epochs=`, `ranks=` and
-`resume=` (`--epochs 2 --ranks 2 --resume`) also read whole epochs, every rank and a resumed run through a ledger (lesson 09). The budget bounds the
+`resume=` (`--epochs 2 --ranks 2 --resume`) also read whole epochs, every rank and a resumed run through a ledger (lesson 09). `--start-methods`
+(`helpers.doctor.xray.x_ray`) runs the loader under fork, forkserver and spawn instead, each in a fresh Python (lesson 09). The budget bounds the
 doctor's own reading and every fetch it makes; your `step` runs to its end once called, so a first step slower than
 the budget (CUDA starting up in this process, as seen on the H200 reference host) makes the run that much longer.
 That first step counts as start-up, not data wait.
