@@ -1,10 +1,12 @@
 """The doctor's not-picklable rule: what workers are sent, pickled as spawn and forkserver pickle it, the failing part named by its path."""
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -80,6 +82,15 @@ def test_probing_leaves_tensors_where_they_are_and_does_not_count_them():
     big.x = torch.zeros(2_000_000)  # 8 MB
     probe = pickle_probe(big)
     assert probe.error is None and probe.nbytes < 10_000 and not big.x.is_shared()  # torch's reducer would share it
+
+
+def test_a_numpy_array_counts_its_bytes_as_it_travels_by_value():
+    """A worker started by spawn or forkserver is sent a numpy array's bytes (numpy has no shared-memory reducer)."""
+    held = Steps([double])
+    held.table = np.zeros(1_000_000)  # 8,000,000 bytes
+    probe = pickle_probe(held)
+    assert probe.error is None and 8_000_000 <= probe.nbytes < 8_000_000 + 10_000, probe.nbytes
+    assert probe.nbytes <= len(pickle.dumps(held)) + 1_000  # about what pickle writes for it
 
 
 def test_culprit_names_the_innermost_failing_part():

@@ -157,7 +157,7 @@ def not_picklable(obs: Observation) -> Finding | None:
     probes = {name: pickle_probe(part) for name, part in parts.items()}
     failed = next((name for name, p in probes.items() if p.error is not None), None)
     obs.measured["start_method"] = method
-    if failed is None:  # what each spawned worker unpickles, tensors and arrays left out (they travel as shared memory)
+    if failed is None:  # what each spawned worker unpickles: numpy arrays by value, tensors left out (a handle to shared memory)
         obs.measured["pickled_per_worker_bytes"] = sum(p.nbytes for p in probes.values())
     later = "fails" if method in ("spawn", "forkserver") else ("would fail under forkserver (Linux's default from Python "
                                                              "3.14) and spawn (macOS, Windows); it works under fork, used now")

@@ -39,15 +39,20 @@ class _Counter:
 
 
 class _Probe(ForkingPickler):
-    """multiprocessing's pickler, with tensors and arrays left out (always picklable; torch's reducer would move a tensor
-    into shared memory), noting what it references from a __main__ that has no file (a notebook, a REPL)."""
+    """multiprocessing's pickler, with tensors left out (a worker gets a handle to shared memory; torch's reducer would
+    move the tensor there now) and numpy arrays counted by their bytes, not pickled (they travel by value, always
+    picklable), noting what it references from a __main__ that has no file (a notebook, a REPL)."""
 
     def __init__(self, file: _Counter) -> None:
         super().__init__(file, pickle.DEFAULT_PROTOCOL)
         self.from_main: list[str] = []
+        self.array_bytes = 0
 
     def persistent_id(self, obj: Any) -> str | None:
-        if isinstance(obj, (torch.Tensor, np.ndarray, torch.UntypedStorage, torch.TypedStorage)):
+        if isinstance(obj, (torch.Tensor, torch.UntypedStorage, torch.TypedStorage)):
+            return "tensor"
+        if isinstance(obj, np.ndarray) and obj.dtype != object:  # an array of objects pickles its objects: pickle it
+            self.array_bytes += obj.nbytes
             return "array"
         return None
 
@@ -59,7 +64,7 @@ class _Probe(ForkingPickler):
 
 @dataclass
 class Pickled:
-    """One part's pickling: its bytes (tensors and arrays left out), the error it raised, what it needs from __main__."""
+    """One part's pickling: its bytes (tensors left out, numpy arrays by their bytes), the error it raised, what it needs from __main__."""
 
     nbytes: int = 0
     error: BaseException | None = None
@@ -67,14 +72,14 @@ class Pickled:
 
 
 def pickle_probe(obj: Any) -> Pickled:
-    """Pickle `obj` as multiprocessing does, into a byte counter: its size, or the error."""
+    """Pickle `obj` as multiprocessing does, into a byte counter: its size (numpy arrays by their bytes), or the error."""
     sink = _Counter()
     probe = _Probe(sink)
     try:
         probe.dump(obj)
     except Exception as exc:  # noqa: BLE001 - any error of pickling is the answer
-        return Pickled(sink.bytes, exc, probe.from_main)
-    return Pickled(sink.bytes, None, probe.from_main)
+        return Pickled(sink.bytes + probe.array_bytes, exc, probe.from_main)
+    return Pickled(sink.bytes + probe.array_bytes, None, probe.from_main)
 
 
 def _children(path: str, obj: Any) -> list[tuple[str, Any]]:
