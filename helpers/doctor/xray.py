@@ -168,6 +168,7 @@ def _error(exc: BaseException) -> str:
 def _measure(spec: str, method: str, batches: int) -> MethodRun:
     """This Python's run of `spec`'s loader under `method` (the child's side of x_ray)."""
     from helpers.doctor.measure import count
+    from helpers.doctor.reading import stop_workers
     from helpers.env import share_worker_temp_dir
     from helpers.rebuild import rebuild
 
@@ -182,7 +183,6 @@ def _measure(spec: str, method: str, batches: int) -> MethodRun:
         return run
     # persistent workers: still there to be read when the epoch ends within `batches` (the first epoch runs as without)
     loader = rebuild(loader, multiprocessing_context=multiprocessing.get_context(method), persistent_workers=True)
-    iterator = None
     with _Written() as written:
         try:
             started = time.perf_counter()
@@ -207,8 +207,7 @@ def _measure(spec: str, method: str, batches: int) -> MethodRun:
         except Exception as exc:  # noqa: BLE001 - the method's failure is the answer
             run.error = _error(exc)
         finally:
-            if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-                iterator._shutdown_workers()  # private: stop the workers now, not at garbage collection
+            stop_workers(loader)  # now, not at garbage collection
     if method == "fork":
         run.sent_mib, run.pickle_s = 0.0, 0.0
     elif written.starts:
