@@ -998,3 +998,52 @@ def test_unbalanced_batches_says_its_chance_is_at_half_an_equal_share_bonferroni
     assert found.evidence["noise_chance"] == pytest.approx(chance)
     assert (f"at half an equal share ({doctor.RAREST_SHARE / classes:.1%}), sampling noise would give {rare} or fewer of {n} "
             f"with chance {chance:.1e} (binomial, x {classes} classes: Bonferroni)") in found.message, found.message
+
+
+@pytest.mark.parametrize("loader_cores, swept", [(1.95, False), (1.7, True), (None, True)])
+def test_no_sweep_when_the_loader_already_kept_every_core_busy(monkeypatch, loader_cores, swept):
+    """A held-out audio loader without workers whose numpy used both cores (loader_cores 1.99-2.0 of 2; measured 0: 439,
+    1: 439, 2: 240 samples/s) was skipped as 'slower batches than in the first pass, or other programs': from
+    FULL_CORES (0.9) x 2 = 1.8 cores on, no sweep, and the note names the cores it kept busy."""
+    calls = []
+    monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda loaders, deadline, per_turn, **kwargs:
+                        calls.append(len(loaders)) or [[100.0] * len(loaders)] * 3)
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), deadline=time.perf_counter() + 60.0)
+    obs.first_batch_s, obs.batch_times_s = 0.01, [0.002, 0.002]
+    if loader_cores is not None:
+        obs.measured["loader_cores"] = loader_cores
+    assert lesson03_workers.workers_too_few(obs) is None
+    why = obs.skipped.get("workers-too-few", "")
+    assert bool(calls) is swept, why
+    if not swept:
+        assert why.startswith("no sweep: this process (your steps included) and its workers kept 1.9 of the 2 usable core(s) "
+                              "busy during the first pass"), why
+
+
+@pytest.mark.parametrize("first_pass, replay, step_ms, compared", [
+    (0.0, 1.5, 150.0, False),  # a replayed step of 150 ms against 10 ms in the loop: slower with loading free
+    (0.0, 0.0, 16.0, False),   # 1.6x slower on a quiet machine: still not compared
+    (1.6, 0.2, 5.0, False),    # 2x faster as other programs' 1.4 cores stopped
+    (0.3, 0.2, 5.0, True),     # 2x faster, the load the same: loading's share
+    (0.0, 1.5, 10.0, True),    # the load changed, the step's time did not (a step that sleeps)
+    (1.5, 1.4, 12.0, True)])
+def test_headspace_compares_the_replay_with_the_loop_only_when_they_agree(monkeypatch, first_pass, replay, step_ms, compared):
+    """A held-out loader's headspace read 0.12x beside other programs (a 252 ms replayed step against a 30 ms loop; 14 ms
+    replayed on a quiet machine): a replayed step more than REPLAY_SLOWER (1.5x) slower than the loop's own median step,
+    or faster by as much while other programs used BUSY_CORES (0.5) fewer cores, is not compared."""
+    monkeypatch.setattr(lesson03, "others_during", lambda measure: (measure(), replay))
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None,
+                             deadline=time.perf_counter() + 30.0)
+    obs.wait_s, obs.step_s, obs.kept = [0.2, 0.02, 0.02, 0.02], [0.01] * 4, [torch.zeros(8)] * 4
+    obs.measured["other_programs_cores"] = first_pass
+    monkeypatch.setattr(obs, "time_step", lambda batch: step_ms / 1000)  # the replay's step time, as measured
+    found = lesson03.headspace(obs)
+    assert (found is not None) is compared and ("headspace" in obs.measured) is compared
+    assert obs.measured["replay_others_cores"] == replay
+    if not compared:
+        why = obs.skipped["headspace"]
+        assert why.startswith(f"not compared: replaying 24 batches through your step took {step_ms:.1f} ms per step against "
+                              f"10.0 ms (median) for the same step in the first pass; other programs used {replay:.1f} "
+                              f"core(s) during the replay, {first_pass:.1f} during the first pass"), why

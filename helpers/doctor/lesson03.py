@@ -16,6 +16,7 @@ from helpers.doctor.reading import first_failure, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus
 from helpers.rebuild import rebuild
+from helpers.timing import others_during
 
 INPUT_BOUND_SHARE = 0.3   # steps that wait for data this share of their time or more
 BUSY_CORES = 0.5          # other programs used this many cores or more while the loader ran (info)
@@ -24,6 +25,7 @@ STARTUP_SHARE = 0.2       # persistent workers would save this share of an epoch
 STARTUP_MIN_S = 0.25      # ... and at least this many seconds per epoch
 COPY_ON_READ_MIB = 8.0    # pages shared with the parent turned private per worker (median), and Python objects held, in MiB
 REPLAY_STEPS = 24         # steps replayed from memory at most, for the headspace
+REPLAY_SLOWER = 1.5       # a replayed step this many times slower than the loop's own (or faster as other programs stopped)
 
 
 def _doing(failed: Any, obs: Observation, stage: str | None) -> str:
@@ -213,11 +215,15 @@ def headspace(obs: Observation) -> Finding | None:
     if len(obs.kept) < 2 or len(obs.wait_s) < 3:
         obs.skipped["headspace"] = "fewer than 3 steps ran in the first pass"
         return None
-    replayed: list[float] = []
-    for i in range(REPLAY_STEPS):
-        if obs.slot_left() <= 0:
-            break
-        replayed.append(obs.time_step(obs.kept[i % len(obs.kept)]))
+    def replay() -> list[float]:
+        times: list[float] = []
+        for i in range(REPLAY_STEPS):
+            if obs.slot_left() <= 0:
+                break
+            times.append(obs.time_step(obs.kept[i % len(obs.kept)]))
+        return times
+
+    replayed, during = others_during(replay)
     if len(replayed) < 2:
         obs.skipped["headspace"] = "no time left to replay batches through the step"
         return None
@@ -226,7 +232,21 @@ def headspace(obs: Observation) -> Finding | None:
     loop_s = (sum(obs.wait_s[1:]) + sum(obs.step_s[1:])) / (len(obs.wait_s) - 1)
     free_s = float(np.median(replayed))
     times = loop_s / free_s if free_s > 0 else math.inf
-    obs.measured.update(headspace=times, replay_step_ms=1000 * free_s, loop_ms=1000 * loop_s)
+    before = obs.measured.get("other_programs_cores")
+    step_s = float(np.median(obs.step_s[1:]))
+    obs.measured.update(replay_step_ms=1000 * free_s, loop_ms=1000 * loop_s, replay_others_cores=round(during, 2))
+    slower = free_s > REPLAY_SLOWER * step_s  # loading free cannot slow a step: something else did
+    freed = before is not None and before - during >= BUSY_CORES and free_s * REPLAY_SLOWER < step_s
+    if slower or freed:
+        load = "" if before is None else f"; other programs used {during:.1f} core(s) during the replay, {before:.1f} during the first pass"
+        obs.skipped["headspace"] = (
+            f"not compared: replaying {len(replayed)} batches through your step took {1000 * free_s:.1f} ms per step against "
+            f"{1000 * step_s:.1f} ms (median) for the same step in the first pass{load}: "
+            + ("a step with loading free ran slower than with it, so the machine changed between the two"
+               if slower else "the replay may be faster because the other programs stopped, not because loading was free")
+            + "; measure again on a quiet machine")
+        return None
+    obs.measured["headspace"] = times
     return finding(
         "headspace", "info",
         f"with loading free, the loop would run {times:.2f}x faster: {1000 * loop_s:.1f} ms per step as measured (mean), "

@@ -21,6 +21,7 @@ TURN_S = 0.25     # each setting's turn in a sweep round times about this long, 
 SLOW_BATCH_S = 0.1  # batches this slow are swept with one batch in flight per worker (prefetch_factor=1)
 MAX_TURN_GROUPS = 3  # a single turn (batches too slow to interleave) times up to 3x its minimum while time allows
 SWEEP_ROUNDS = 5     # interleaved rounds at most, while the slot allows: from 4 on, one round may fall short
+FULL_CORES = 0.9     # the loader already kept this share of the usable cores busy in the first pass: no sweep
 
 
 def _sweep_cap() -> int:
@@ -130,7 +131,9 @@ def _loop_text(obs: Observation) -> str:
       applies=lambda obs: obs.loader.num_workers < _sweep_cap(),
       taught_in=("03_loader_bottlenecks", "3. `num_workers` when items cost CPU"),
       thresholds={"SWEEP_GAIN": (SWEEP_GAIN, "samples/s with more workers over as given, in every interleaved round but "
-                                             "one of 4+ (one turn on a quiet machine, for batches too slow to interleave)")})
+                                             "one of 4+ (one turn on a quiet machine, for batches too slow to interleave)"),
+                  "FULL_CORES": (FULL_CORES, "share of the usable cores this process and its workers kept busy "
+                                             "in the first pass, from which no sweep is run")})
 def workers_too_few(obs: Observation) -> Finding | None:
     """A num_workers sweep up to the course's rule: each setting's workers started once, timed in turns (the others paused)."""
     loader, workers, had = obs.loader, obs.loader.num_workers, obs.slot_left()
@@ -145,6 +148,13 @@ def workers_too_few(obs: Observation) -> Finding | None:
             f"no sweep: your loop waited {room[0]:.0%} of its time for data (first pass, {len(obs.wait_s) - 1} steps): with "
             f"loading free it would run at most {room[1]:.2f}x faster, under {SWEEP_GAIN}x, so more workers cannot speed it up "
             "that much; make the step faster instead")
+        return None
+    used, cores = obs.measured.get("loader_cores"), usable_cpus()
+    if used is not None and used >= FULL_CORES * cores:
+        obs.skipped["workers-too-few"] = (
+            f"no sweep: this process (your steps included) and its workers kept {used:.1f} of the {cores} usable core(s) "
+            "busy during the first pass (threads inside numpy, torch or your code count too): more workers would share the same busy "
+            "cores; if those are a library's threads, one thread per worker (lesson 00) spreads the same work")
         return None
     batch_s = obs.steady_batch_s - (float(np.mean(obs.step_s[1:])) if obs.step_s[1:] else 0.0)
     if not (math.isfinite(batch_s) and batch_s > 0):  # one batch read (a one-batch epoch): its wait is the estimate
