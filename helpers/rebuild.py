@@ -6,12 +6,12 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 CHANGEABLE = frozenset({"num_workers", "timeout", "persistent_workers", "worker_init_fn", "prefetch_factor", "dataset",
-                        "collate_fn", "loader_class", "sampler", "multiprocessing_context"})
+                        "collate_fn", "loader_class", "sampler", "multiprocessing_context", "in_order"})
 
 
 def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn,
-    prefetch_factor, dataset, collate_fn, sampler, multiprocessing_context; loader_class, e.g. torchdata's StatefulDataLoader,
+    prefetch_factor, dataset, collate_fn, sampler, multiprocessing_context, in_order; loader_class, e.g. torchdata's StatefulDataLoader,
     else DataLoader)."""
     unknown = sorted(set(changes) - CHANGEABLE)
     if unknown:
@@ -32,7 +32,7 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
         if loader.timeout and "timeout" in changes:
             kwargs["timeout"] = min(loader.timeout, changes["timeout"])
     if hasattr(loader, "in_order"):
-        kwargs["in_order"] = loader.in_order
+        kwargs["in_order"] = changes.get("in_order", loader.in_order)
     if isinstance(loader.dataset, IterableDataset):
         kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
     elif loader.batch_size is None and getattr(loader, "_auto_collation", False):

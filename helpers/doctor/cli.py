@@ -6,7 +6,10 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from torch.utils.data import DataLoader
 
 from helpers.doctor.reading import threads_left
 from helpers.doctor.run import check_make_loader, diagnose
@@ -40,10 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--start-methods", action="store_true", help="instead of a diagnosis, run the loader under fork, "
                         "forkserver and spawn, each in a fresh Python: time to the first batch, MiB sent to each worker, "
                         "worker memory, samples/s, and what fails (lesson 09); exit 1 when a method fails")
+    parser.add_argument("--trace", help="after the diagnosis, read up to --trace-batches batches through the flight recorder "
+                        "(lesson 09) and write what each worker and the loop did to this file, a Chrome trace "
+                        "(open it in ui.perfetto.dev or chrome://tracing)")
+    parser.add_argument("--trace-batches", type=int, default=50, help="batches the --trace recording reads (default 50)")
     args = parser.parse_args(argv)  # bad arguments: argparse exits with status 2
-    for name in ("epochs", "ranks"):
+    for name in ("epochs", "ranks", "trace_batches"):
         if getattr(args, name) < 1:
-            parser.error(f"--{name} must be 1 or more, got {getattr(args, name)}")
+            parser.error(f"--{name.replace('_', '-')} must be 1 or more, got {getattr(args, name)}")
     share_worker_temp_dir()  # the loader's workers share one temporary folder, removed when the doctor exits
     if args.start_methods:
         return _start_methods(args.loader)
@@ -58,11 +65,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(diagnosis.to_dict(), out, indent=1)
+        if args.trace:
+            _trace(loader, step, args.trace, args.trace_batches)
     except Exception as exc:  # noqa: BLE001 - could not run (or write its report): say why, with the traceback, and exit 2
         traceback.print_exc()
         print(f"loader-doctor: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return COULD_NOT_RUN
     return FOUND_ERROR if diagnosis.errors else OK
+
+
+def _trace(loader: DataLoader, step: Callable[[Any], Any] | None, path: str, batches: int) -> None:
+    """The flight recorder's reading of `batches` batches (with the step when given), written to `path`, described."""
+    from helpers.flight import FlightRecorder, chrome_trace, describe
+
+    recorder = FlightRecorder(loader).record(step=step, batches=batches)
+    chrome_trace(recorder, path)
+    print(f"\nflight recorder: {describe(recorder)}\ntrace written to {path} (open it in ui.perfetto.dev or chrome://tracing)")
 
 
 def _start_methods(spec: str) -> int:

@@ -1,0 +1,207 @@
+"""What a flight recording shows: each worker's busy share, the slowest samples, head-of-line waits, a trace file, a timeline."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from helpers._validate import short
+from helpers.flight.record import CLOCK, Event, FlightRecorder
+from helpers.timing import interleaved, paired_median
+
+
+@dataclass(frozen=True)
+class WorkerShare:
+    """One worker's part of a recording: samples fetched, seconds busy (fetch and collate) and that over the loop's reading."""
+
+    worker: int
+    samples: int
+    busy_s: float
+    share: float
+
+
+def _events(events: Any) -> list[Event]:
+    """The events of a FlightRecorder, or a list of them."""
+    found = getattr(events, "events", events)
+    if not isinstance(found, Sequence) or not all(isinstance(e, Event) for e in found):
+        raise TypeError(f"events must be a FlightRecorder or a list of its Events, got {short(events)}")
+    if not any(e.kind == "wait" for e in found):
+        raise ValueError("events: the recording holds no batch; read the FlightRecorder (record() or a for loop) first")
+    return list(found)
+
+
+def reading_s(events: Any) -> tuple[float, float]:
+    """(start, end) of the loop's reading on the recorder's clock: from its first request to its last batch's arrival."""
+    waits = [e for e in _events(events) if e.kind == "wait"]
+    return min(e.start for e in waits), max(e.end for e in waits)
+
+
+def workers(events: Any) -> list[WorkerShare]:
+    """Per worker (the main process as -1 with num_workers=0): samples fetched, busy seconds, and their share of reading_s."""
+    found = _events(events)
+    start, end = reading_s(found)
+    shares = []
+    for worker in sorted({e.worker for e in found if e.kind == "collate"}):
+        mine = [e for e in found if e.worker == worker]
+        busy = sum(e.seconds for e in mine if e.kind in ("fetch", "collate"))
+        samples = sum(e.samples for e in mine if e.kind == "fetch")
+        shares.append(WorkerShare(worker, samples, busy, busy / max(end - start, 1e-9)))
+    return shares
+
+
+def slowest(events: Any, k: int = 5) -> list[Event]:
+    """The `k` slowest fetches, slowest first."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a whole number of 1 or more, got {short(k)}")
+    return sorted((e for e in _events(events) if e.kind == "fetch"), key=lambda e: -e.seconds)[:k]
+
+
+def head_of_line_s(events: Any) -> float:
+    """Seconds the loop waited for a batch while a batch it received later was already collated: torch holds a batch back
+    until those before it arrive (in_order=True). in_order=False hands it over instead, and also sends fewer batches to a
+    worker that falls behind, so what it saves is measured, not this figure."""
+    found = _events(events)
+    waits = sorted((e for e in found if e.kind == "wait"), key=lambda e: e.batch)
+    ready = {e.batch: e.end for e in found if e.kind == "collate"}
+    total, later = 0.0, math.inf
+    for wait in reversed(waits):  # later[i]: the earliest a batch after i was ready
+        total += max(0.0, wait.end - max(wait.start, later))
+        later = min(later, ready.get(wait.batch, math.inf))
+    return total
+
+
+def waiting_share(events: Any) -> float:
+    """The share of the loop's time spent waiting for batches, after the first (whose wait includes the workers' start)."""
+    found = [e for e in _events(events) if e.kind in ("wait", "step") and e.batch > 0]
+    wait = sum(e.seconds for e in found if e.kind == "wait")
+    total = sum(e.seconds for e in found)
+    return wait / total if total > 0 else 0.0
+
+
+def describe(events: Any) -> str:
+    """The recording in a few lines: per worker its samples and busy share, the slowest samples, head-of-line and waiting."""
+    found = _events(events)
+    start, end = reading_s(found)
+    waits = [e for e in found if e.kind == "wait"]
+    lines = [f"{len(waits)} batches in {end - start:.2f} s (clock: {CLOCK})"]
+    lines += [f"  {'main process' if w.worker == -1 else f'worker {w.worker}'}: {w.samples} samples, busy {w.busy_s:.2f} s "
+              f"({w.share:.0%} of the reading)" for w in workers(found)]
+    slow = slowest(found, 3)
+    fetched = sum(e.seconds for e in found if e.kind == "fetch")
+    lines.append("  slowest fetches: " + ", ".join(f"sample {_plain(e.sample)} {1000 * e.seconds:.1f} ms (worker {e.worker})"
+                                                  for e in slow)
+                 + f"; {sum(e.seconds for e in slow) / max(fetched, 1e-12):.0%} of all fetch time")
+    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after the first batch; {head_of_line_s(found):.2f} s "
+                 "of it on a batch while a later one was ready (held back by in_order=True)")
+    return "\n".join(lines)
+
+
+def overhead(loader: Any, batches: int | None = None, rounds: int = 5) -> float:
+    """The recorder's cost: seconds to read `batches` batches (None: an epoch) through a FlightRecorder over the plain
+    loader's, the median of `rounds` interleaved paired rounds (1.03: 3 % slower)."""
+    recorder = FlightRecorder(loader)
+    if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
+        raise ValueError(f"batches must be a whole number of 1 or more, or None for an epoch, got {short(batches)}")
+
+    def timed(source: Any) -> Any:
+        def read() -> float:
+            recorder.events.clear()
+            started = time.perf_counter()
+            for read_so_far, _ in enumerate(source, start=1):
+                if batches is not None and read_so_far >= batches:
+                    break
+            return time.perf_counter() - started
+        return read
+
+    times = interleaved({"plain": timed(loader), "recorded": timed(recorder)}, rounds)
+    return paired_median(times["recorded"], times["plain"])
+
+
+def _plain(value: Any) -> Any:
+    """A sample id as JSON writes it: numbers and strings as they are, tuples as lists, anything else as its repr."""
+    if isinstance(value, (int, float, str)) or value is None:
+        return value
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return repr(value)
+
+
+def chrome_trace(events: Any, path: str | Path | None = None) -> dict[str, Any]:
+    """The recording in the Trace Event Format (Chrome's chrome://tracing and ui.perfetto.dev open it): complete ('X')
+    events in microseconds from the loop's first request, one process per worker and the main process with its pin
+    thread, each named by a metadata ('M') event. Written to `path` as JSON when given."""
+    found = _events(events)
+    if path is not None and not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a file name or None, got {short(path)}")
+    start = reading_s(found)[0]
+    out: list[dict[str, Any]] = []
+    names: dict[tuple[int, int], str] = {}
+    for e in found:
+        tid = e.tid or e.pid
+        where = ("main process" if e.worker == "main" else "pin_memory thread" if e.worker == "pin" else
+                 "main process (num_workers=0)" if e.worker == -1 else f"worker {e.worker}")
+        names.setdefault((e.pid, tid), where)
+        args: dict[str, Any] = {"batch": e.batch}
+        if e.sample is not None:
+            args["sample"] = _plain(e.sample)
+        out.append({"name": e.kind if e.sample is None else f"{e.kind} {_plain(e.sample)}", "cat": e.kind, "ph": "X",
+                    "ts": round((e.start - start) * 1e6, 3), "dur": round(max(0.0, e.seconds) * 1e6, 3), "pid": e.pid,
+                    "tid": tid, "args": args})
+    for (pid, tid), where in names.items():
+        if tid == pid:
+            out.append({"name": "process_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"{where} (pid {pid})"}})
+            out.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                        "args": {"sort_index": -1 if where.startswith("main") else pid}})
+        out.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": where}})
+    trace = {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"clock": CLOCK, "recorder": "helpers.flight"}}
+    if path is not None:
+        Path(path).write_text(json.dumps(trace))
+    return trace
+
+
+def timeline(events: Any, ax: Any = None, until_s: float | None = None) -> Any:
+    """The recording drawn on `ax` (a new figure when None): one row per worker, the pin thread and the loop's waits and steps;
+    each batch in one colour from its worker's fetches to its step (colours repeat every 10 batches); `until_s`: seconds shown."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    found = _events(events)
+    if until_s is not None and (isinstance(until_s, bool) or not isinstance(until_s, (int, float)) or not until_s > 0):
+        raise ValueError(f"until_s must be a number of seconds above 0, or None, got {short(until_s)}")
+    if ax is None:
+        ax = plt.subplots(figsize=(9.6, 3.6), layout="constrained")[1]
+    start = reading_s(found)[0]
+    colours = plt.get_cmap("tab10")
+    lanes = ["loop: step", "loop: wait"] + (["pin thread"] if any(e.kind == "pin" for e in found) else [])
+    lanes += [("main process" if w == -1 else f"worker {w}") for w in sorted({e.worker for e in found if isinstance(e.worker, int)})]
+    row = {name: i for i, name in enumerate(reversed(lanes))}
+
+    def lane(e: Event) -> str:
+        if e.worker == "main":
+            return f"loop: {e.kind}"
+        return "pin thread" if e.worker == "pin" else "main process" if e.worker == -1 else f"worker {e.worker}"
+
+    for e in found:
+        y, left = row[lane(e)], e.start - start
+        if e.kind == "wait":
+            ax.broken_barh([(left, e.seconds)], (y - 0.35, 0.7), facecolors="0.85", edgecolor="0.6", linewidth=0.3)
+        elif e.kind == "transform":
+            ax.broken_barh([(left, e.seconds)], (y - 0.15, 0.3), facecolors="none", edgecolor="black", hatch="////", linewidth=0.3)
+        else:
+            edge = "black" if e.kind == "collate" else "white"
+            ax.broken_barh([(left, e.seconds)], (y - 0.35, 0.7), facecolors=colours(e.batch % 10), edgecolor=edge, linewidth=0.4)
+    ax.set_yticks(range(len(lanes)), list(reversed(lanes)))
+    ax.set_xlim(0, until_s if until_s is not None else max(e.end for e in found) - start)
+    ax.set_xlabel("seconds since the loop asked for its first batch")
+    ax.set_title("What each worker and the loop did (colour: the batch)")
+    ax.legend(handles=[Patch(facecolor=colours(0), edgecolor="white", label="fetch (one sample, or one __getitems__)"),
+                       Patch(facecolor="none", edgecolor="black", hatch="////", label="transform inside a fetch"),
+                       Patch(facecolor=colours(1), edgecolor="black", label="collate (black edge)"),
+                       Patch(facecolor="0.85", edgecolor="0.6", label="loop waiting for a batch")],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.grid(axis="y", visible=False)
+    return ax
