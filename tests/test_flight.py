@@ -196,6 +196,25 @@ def test_the_trace_file_is_the_trace_event_format(tmp_path):
     assert workers == ["main process", "worker 0", "worker 1"]
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_events_on_one_thread_nest_or_follow_each_other(workers):
+    """The format (and Perfetto, which drops the rest) allows 'X' events on one thread only to nest perfectly: any two
+    either do not overlap or one holds the other, in the written microseconds (to 1e-6 of one: ts + dur in floating
+    point). Without workers the fetches and collates run inside the loop's wait, on the main thread."""
+    EPS = 1e-6
+    recorder = flight.FlightRecorder(DataLoader(Items(n=32), batch_size=4, num_workers=workers)).record(step=lambda b: None)
+    complete = [e for e in flight.chrome_trace(recorder)["traceEvents"] if e["ph"] == "X"]
+    by_thread: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for e in complete:
+        by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_thread.values():
+        for a_start, a_end in spans:
+            for b_start, b_end in spans:
+                apart = a_end <= b_start + EPS or b_end <= a_start + EPS
+                nested = (a_start <= b_start + EPS and b_end <= a_end + EPS) or (b_start <= a_start + EPS and a_end <= b_end + EPS)
+                assert apart or nested, ((a_start, a_end), (b_start, b_end))
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: flight.FlightRecorder([1, 2]), "loader must be a torch DataLoader, got [1, 2]"),
     (lambda: flight.FlightRecorder(DataLoader(Items())).record(batches=0), "batches must be a whole number of 1 or more"),

@@ -133,7 +133,8 @@ def _plain(value: Any) -> Any:
 def chrome_trace(events: Any, path: str | Path | None = None) -> dict[str, Any]:
     """The recording in the Trace Event Format (Chrome's chrome://tracing and ui.perfetto.dev open it): complete ('X')
     events in microseconds from the loop's first request, one process per worker and the main process with its pin
-    thread, each named by a metadata ('M') event. Written to `path` as JSON when given."""
+    thread, each named by a metadata ('M') event; events on one thread nest (a transform inside its fetch, without
+    workers a fetch inside the loop's wait) or follow each other, as the format requires. Written to `path` as JSON when given."""
     found = _events(events)
     if path is not None and not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a file name or None, got {short(path)}")
@@ -148,9 +149,9 @@ def chrome_trace(events: Any, path: str | Path | None = None) -> dict[str, Any]:
         args: dict[str, Any] = {"batch": e.batch}
         if e.sample is not None:
             args["sample"] = _plain(e.sample)
+        begin, end = round((e.start - start) * 1e6, 3), round((e.end - start) * 1e6, 3)  # a child's end stays inside
         out.append({"name": e.kind if e.sample is None else f"{e.kind} {_plain(e.sample)}", "cat": e.kind, "ph": "X",
-                    "ts": round((e.start - start) * 1e6, 3), "dur": round(max(0.0, e.seconds) * 1e6, 3), "pid": e.pid,
-                    "tid": tid, "args": args})
+                    "ts": begin, "dur": round(max(0.0, end - begin), 3), "pid": e.pid, "tid": tid, "args": args})
     for (pid, tid), where in names.items():
         if tid == pid:
             out.append({"name": "process_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"{where} (pid {pid})"}})
