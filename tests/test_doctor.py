@@ -1018,8 +1018,8 @@ def test_no_sweep_when_the_loader_already_kept_every_core_busy(monkeypatch, load
     why = obs.skipped.get("workers-too-few", "")
     assert bool(calls) is swept, why
     if not swept:
-        assert why.startswith("no sweep: this process (your steps included) and its workers kept 1.9 of the 2 usable core(s) "
-                              "busy during the first pass"), why
+        assert why.startswith("no sweep: this process (your steps included) and its workers used 1.9 of the 2 usable core(s) "
+                              "in CPU time during the first pass"), why
 
 
 @pytest.mark.parametrize("first_pass, replay, step_ms, compared", [
@@ -1033,7 +1033,7 @@ def test_headspace_compares_the_replay_with_the_loop_only_when_they_agree(monkey
     """A held-out loader's headspace read 0.12x beside other programs (a 252 ms replayed step against a 30 ms loop; 14 ms
     replayed on a quiet machine): a replayed step more than REPLAY_SLOWER (1.5x) slower than the loop's own median step,
     or faster by as much while other programs used BUSY_CORES (0.5) fewer cores, is not compared."""
-    monkeypatch.setattr(lesson03, "others_during", lambda measure: (measure(), replay))
+    monkeypatch.setattr(lesson03, "others_while", lambda measure: (measure(), replay))
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None,
                              deadline=time.perf_counter() + 30.0)
     obs.wait_s, obs.step_s, obs.kept = [0.2, 0.02, 0.02, 0.02], [0.01] * 4, [torch.zeros(8)] * 4
@@ -1045,5 +1045,21 @@ def test_headspace_compares_the_replay_with_the_loop_only_when_they_agree(monkey
     if not compared:
         why = obs.skipped["headspace"]
         assert why.startswith(f"not compared: replaying 24 batches through your step took {step_ms:.1f} ms per step against "
-                              f"10.0 ms (median) for the same step in the first pass; other programs used {replay:.1f} "
+                              f"10.0 ms (median) for the same batches in the first pass; other programs used {replay:.1f} "
                               f"core(s) during the replay, {first_pass:.1f} during the first pass"), why
+
+
+def test_others_while_counts_a_busy_program_on_the_machine_as_busy_host_does():
+    """A child spinning in pure Python (another program, to this process's CPU count) during a 0.6 s wait: at least 0.5
+    core on the machine, the same whole-machine count busy-host makes (not only the cores this process may use)."""
+    import subprocess
+    import sys
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # the child is running
+        result, cores = lesson03.others_while(lambda: (time.sleep(0.6), "done")[1])
+    finally:
+        busy.kill()
+        busy.wait()
+    assert result == "done" and cores >= 0.5, cores

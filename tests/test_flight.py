@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import threading
 import time
 
@@ -148,7 +149,12 @@ def test_record_stops_after_the_batches_asked_and_times_the_last_step():
 def test_pin_memory_is_torchs_copy_noted_with_its_thread():
     notes = _Notes(0, 1, [], (0.0, 1.0))
     pinned = Flight([1, 2], notes).pin_memory()
-    assert pinned.batch == [1, 2] and pinned.notes.pin[0] == threading.get_native_id()
+    assert pinned.batch == [1, 2] and pinned.notes.pin[0] == 0  # the main thread: named after its process in the trace
+    in_thread = []
+    worker = threading.Thread(target=lambda: in_thread.append((Flight([3], _Notes(0, 1, [], (0.0, 1.0))).pin_memory(), threading.get_native_id())))
+    worker.start()
+    worker.join()
+    assert in_thread[0][0].notes.pin[0] == in_thread[0][1] != 0
     assert pinned.notes.pin[1] <= pinned.notes.pin[2]
 
 
@@ -230,22 +236,46 @@ def test_bad_input_gets_a_clear_error(call, message):
         call()
 
 
-class Sleepy(Dataset):
-    """Items that wait 1 ms (a read from disk): the scale of work the recorder's notes are set against."""
+class Cheap(Dataset):
+    """8192 items that cost nothing: all the CPU time of reading them is the loader's, and the recorder's."""
 
     def __len__(self) -> int:
-        return 256
+        return 8192
 
-    def __getitem__(self, i: int) -> torch.Tensor:
-        time.sleep(0.001)
-        return torch.full((8,), float(i))
+    def __getitem__(self, i: int) -> int:
+        return i
 
 
-def test_the_recorders_cost_on_items_of_a_millisecond_is_under_5_percent():
-    """The issue's goal: under 5 % of the loader's time. Items of 1 ms (a sleep, so other programs move both alike), read in
-    the main process: the median of 5 interleaved paired rounds of 4 batches of 32."""
-    ratio = flight.overhead(DataLoader(Sleepy(), batch_size=32), batches=4, rounds=5)
-    assert 0.9 < ratio < 1.05, ratio
+def test_the_recorder_adds_under_25_microseconds_of_cpu_per_sample():
+    """The issue's goal is under 5 % of the loader's time; this measures what load cannot move, the CPU time the recorder
+    adds per sample (process_time, without workers so all of it is this process's), median of 5 interleaved rounds: under
+    25 us, 2.5 % of an item that takes 1 ms (measured about 7.5 us on the 2-core VM, against 1.5 us for the plain read)."""
+    loader = DataLoader(Cheap(), batch_size=32)
+    recorder = flight.FlightRecorder(loader)
+
+    def cpu_per_sample(source) -> float:
+        started, samples = time.process_time(), 0
+        for batch in source:
+            samples += len(batch)
+        return (time.process_time() - started) / samples
+
+    added = []
+    for _ in range(5):
+        plain = cpu_per_sample(loader)
+        recorder.events.clear()
+        added.append(cpu_per_sample(recorder) - plain)
+    assert 0 < statistics.median(added) < 25e-6, added
+    assert sum(e.kind == "fetch" for e in recorder.events) == 8192
+
+
+def test_overhead_is_the_recorded_reads_time_over_the_plain_ones(monkeypatch):
+    """overhead() pairs each round's recorded read with the plain one (interleaved), by hand: rounds of 1.0/1.1, 1.0/1.3
+    and 2.0/2.1 s give ratios 1.1, 1.3, 1.05, median 1.1."""
+    monkeypatch.setattr("helpers.flight.report.interleaved", lambda measures, rounds: {
+        "plain": [1.0, 1.0, 2.0], "recorded": [1.1, 1.3, 2.1]})
+    assert flight.overhead(DataLoader(Cheap()), batches=2, rounds=3) == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="batches must be a whole number of 1 or more, or None for an epoch, got 0"):
+        flight.overhead(DataLoader(Cheap()), batches=0)
 
 
 def test_the_timeline_draws_one_row_per_worker_and_the_loop_and_a_bar_per_event():
@@ -260,7 +290,7 @@ def test_the_timeline_draws_one_row_per_worker_and_the_loop_and_a_bar_per_event(
         assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 1", "worker 0", "loop: wait", "loop: step"]
         assert len(ax.collections) == len(recorder.events)
         assert ax.get_xlabel() == "seconds since the loop asked for its first batch" and ax.get_title()
-        assert len(ax.get_legend().get_texts()) == 4
+        assert len(ax.get_legend().get_texts()) == 4  # Items has a transform; without one its entry is left out
         with pytest.raises(ValueError, match="until_s must be a number of seconds above 0, or None, got 0"):
             flight.timeline(recorder, ax=ax, until_s=0)
     finally:
@@ -271,8 +301,8 @@ def test_describe_names_each_worker_the_slowest_samples_and_the_waits():
     recorder = flight.FlightRecorder(DataLoader(Items(slow=(9,)), batch_size=8, num_workers=2)).record()
     text = flight.describe(recorder)
     assert text.startswith("8 batches in ") and "worker 0: 32 samples" in text and "worker 1: 32 samples" in text
-    assert "slowest fetches: sample 9 " in text and "(worker 1)" in text.split("slowest fetches: ")[1].split(",")[0]
-    assert "held back by in_order=True" in text
+    assert "\n    sample 9: " in text and text.split("\n    sample 9: ")[1].split("\n")[0].endswith(" ms (worker 1)"), text
+    assert "(in_order=True holds it back)" in text and max(len(line) for line in text.splitlines()) <= 100, text
 
 
 def test_the_command_line_writes_the_trace(tmp_path, monkeypatch, capsys):

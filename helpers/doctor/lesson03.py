@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from torch.utils.data import DataLoader
@@ -16,7 +17,8 @@ from helpers.doctor.reading import first_failure, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus
 from helpers.rebuild import rebuild
-from helpers.timing import others_during
+
+T = TypeVar("T")
 
 INPUT_BOUND_SHARE = 0.3   # steps that wait for data this share of their time or more
 BUSY_CORES = 0.5          # other programs used this many cores or more while the loader ran (info)
@@ -202,6 +204,14 @@ def startup_cost(obs: Observation) -> Finding | None:
         saves_s=saving, epoch_s=epoch_s, share=share, batches_per_epoch=per_epoch, rounds=len(savings))
 
 
+def others_while(measure: Callable[[], T]) -> tuple[T, float]:
+    """measure()'s result and the cores other programs used meanwhile, on the whole machine, as busy-host counts them."""
+    (ours, machine), started = cpu_seconds([]), time.perf_counter()
+    result = measure()
+    (ours_after, machine_after), wall = cpu_seconds([]), time.perf_counter() - started
+    return result, max(0.0, (machine_after - machine) - (ours_after - ours)) / max(wall, 1e-9)
+
+
 @rule("headspace", severities=("info",), phase="measure", budget=0.5, planted="input_bound", applies=lambda obs: obs.step is not None,
       taught_in=("03_loader_bottlenecks", "5. Is my training input-bound?"))
 def headspace(obs: Observation) -> Finding | None:
@@ -223,7 +233,7 @@ def headspace(obs: Observation) -> Finding | None:
             times.append(obs.time_step(obs.kept[i % len(obs.kept)]))
         return times
 
-    replayed, during = others_during(replay)
+    replayed, during = others_while(replay)
     if len(replayed) < 2:
         obs.skipped["headspace"] = "no time left to replay batches through the step"
         return None
@@ -233,17 +243,18 @@ def headspace(obs: Observation) -> Finding | None:
     free_s = float(np.median(replayed))
     times = loop_s / free_s if free_s > 0 else math.inf
     before = obs.measured.get("other_programs_cores")
-    step_s = float(np.median(obs.step_s[1:]))
+    step_s = float(np.median(obs.step_s[1:min(len(obs.kept), len(replayed))]))  # the same batches' steps in the loop
     obs.measured.update(replay_step_ms=1000 * free_s, loop_ms=1000 * loop_s, replay_others_cores=round(during, 2))
-    slower = free_s > REPLAY_SLOWER * step_s  # loading free cannot slow a step: something else did
+    slower = free_s > REPLAY_SLOWER * step_s  # the same batches, loading free, yet slower: not loading's doing
     freed = before is not None and before - during >= BUSY_CORES and free_s * REPLAY_SLOWER < step_s
     if slower or freed:
         load = "" if before is None else f"; other programs used {during:.1f} core(s) during the replay, {before:.1f} during the first pass"
         obs.skipped["headspace"] = (
             f"not compared: replaying {len(replayed)} batches through your step took {1000 * free_s:.1f} ms per step against "
-            f"{1000 * step_s:.1f} ms (median) for the same step in the first pass{load}: "
-            + ("a step with loading free ran slower than with it, so the machine changed between the two"
-               if slower else "the replay may be faster because the other programs stopped, not because loading was free")
+            f"{1000 * step_s:.1f} ms (median) for the same batches in the first pass{load}: "
+            + ("the same step with loading free ran slower, so something else changed between the two (the machine's "
+               "load, or your step's own state)" if slower else
+               "the replay may be faster because the other programs stopped, not because loading was free")
             + "; measure again on a quiet machine")
         return None
     obs.measured["headspace"] = times

@@ -152,9 +152,10 @@ def workers_too_few(obs: Observation) -> Finding | None:
     used, cores = obs.measured.get("loader_cores"), usable_cpus()
     if used is not None and used >= FULL_CORES * cores:
         obs.skipped["workers-too-few"] = (
-            f"no sweep: this process (your steps included) and its workers kept {used:.1f} of the {cores} usable core(s) "
-            "busy during the first pass (threads inside numpy, torch or your code count too): more workers would share the same busy "
-            "cores; if those are a library's threads, one thread per worker (lesson 00) spreads the same work")
+            f"no sweep: this process (your steps included) and its workers used {used:.1f} of the {cores} usable core(s) in "
+            "CPU time during the first pass, which counts library threads that spin while they wait (numpy's BLAS, OpenMP, "
+            "a CUDA synchronize) as well as work: more workers would compete for the same cores, and a sweep cannot show "
+            "what they would gain; set one thread per worker (lesson 00) and run the doctor again")
         return None
     batch_s = obs.steady_batch_s - (float(np.mean(obs.step_s[1:])) if obs.step_s[1:] else 0.0)
     if not (math.isfinite(batch_s) and batch_s > 0):  # one batch read (a one-batch epoch): its wait is the estimate

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 from torch.utils.data._utils.pin_memory import pin_memory
 
@@ -45,7 +45,8 @@ _TRANSFORMS: list[tuple[float, float]] = []
 
 @dataclass(frozen=True)
 class Event:
-    """One thing done: its kind (KINDS), where (a worker's id, MAIN, or 'pin'), when on the recorder's clock, and for what."""
+    """One thing done: its kind (KINDS), where (a worker's id, MAIN for a fetch without workers, 'main' for the loop's waits
+    and steps, 'pin' for a pin_memory copy), when on the recorder's clock, and for what."""
 
     kind: str
     worker: int | str
@@ -54,13 +55,18 @@ class Event:
     batch: int  # the batch's number in the order the loop received them, from 0
     sample: Any = None  # a fetch's sample id (its index, or (worker, n) for a stream's n-th item; __getitems__: the indices)
     pid: int = 0
-    tid: int = 0  # the thread's native id where it is not the process's main thread
+    tid: int = 0  # the thread's native id, or 0 for the process's main thread
     samples: int = 0  # samples a fetch read: 1, or the batch's with __getitems__
 
     @property
     def seconds(self) -> float:
         """How long it took."""
         return self.end - self.start
+
+
+def _thread_id() -> int:
+    """This thread's native id, or 0 for the process's main thread (the trace names it after the process)."""
+    return 0 if threading.current_thread() is threading.main_thread() else threading.get_native_id()
 
 
 def _worker() -> int:
@@ -110,8 +116,9 @@ def _fetched(sample: Any, start: float, samples: int = 1) -> None:
 
 
 class _Forwarding:
-    """Attributes read or set on the copy reach the learner's dataset: a worker_init_fn that sets
-    `get_worker_info().dataset.x` (a file opened per worker, a stream's range) sets it where the dataset's code reads it."""
+    """Attributes read or set on the copy reach the dataset it reads (yours, or a shallow copy of it when its transform
+    is timed): a worker_init_fn that sets `get_worker_info().dataset.x` (a file opened per worker, a stream's range)
+    sets it where the dataset's code reads it."""
 
     OWN = frozenset({"dataset", "__getitems__"})
 
@@ -127,12 +134,20 @@ class _Forwarding:
             setattr(self.dataset, name, value)
 
 
+def _fetches_batches(dataset: Any) -> bool:
+    """Whether `dataset` fetches a batch at once: its own __getitems__, not a Subset's (random_split's) that reads item by
+    item from a dataset without one (then each item is timed)."""
+    while isinstance(dataset, Subset) and hasattr(dataset, "__getitems__"):
+        dataset = dataset.dataset
+    return hasattr(dataset, "__getitems__")
+
+
 class _Recorded(_Forwarding, Dataset):
     """The learner's map-style dataset, each fetch noted."""
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = _timed_copy(dataset)
-        if hasattr(dataset, "__getitems__"):
+        if _fetches_batches(dataset):
             self.__getitems__ = self._getitems  # the DataLoader fetches a batch at once only where the dataset does
 
     def __len__(self) -> int:
@@ -194,7 +209,7 @@ class Flight:
         """The batch pinned by torch's own pin_memory, the copy's start and end noted with the thread that made it."""
         start = now()
         pinned = pin_memory(self.batch, device)
-        self.notes.pin = (threading.get_native_id(), start, now())
+        self.notes.pin = (_thread_id(), start, now())
         return Flight(pinned, self.notes)
 
 
@@ -250,12 +265,12 @@ class FlightRecorder:
             number = self.batches
             self.batches += 1
             self._note(flight.notes, number)
-            self.events.append(Event("wait", "main", asked, got, number, pid=main, tid=threading.get_native_id()))
+            self.events.append(Event("wait", "main", asked, got, number, pid=main, tid=_thread_id()))
             try:
                 yield flight.batch
             finally:  # the loop asks for the next batch, or stops here (break): the step ends either way
                 asked = now()
-                self.events.append(Event("step", "main", got, asked, number, pid=main, tid=threading.get_native_id()))
+                self.events.append(Event("step", "main", got, asked, number, pid=main, tid=_thread_id()))
 
     def _note(self, notes: _Notes, number: int) -> None:
         where = notes.worker

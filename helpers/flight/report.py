@@ -61,9 +61,10 @@ def slowest(events: Any, k: int = 5) -> list[Event]:
 
 
 def head_of_line_s(events: Any) -> float:
-    """Seconds the loop waited for a batch while a batch it received later was already collated: torch holds a batch back
-    until those before it arrive (in_order=True). in_order=False hands it over instead, and also sends fewer batches to a
-    worker that falls behind, so what it saves is measured, not this figure."""
+    """Seconds the loop waited for a batch while a batch it received later had already been collated in its worker (its
+    trip through the queue included, so an upper bound on time held back). With in_order=True the loader holds such a
+    batch until those before it arrive; in_order=False hands it over, and also sends fewer batches to a worker that falls
+    behind, so what it saves is measured, not read from this figure."""
     found = _events(events)
     waits = sorted((e for e in found if e.kind == "wait"), key=lambda e: e.batch)
     ready = {e.batch: e.end for e in found if e.kind == "collate"}
@@ -92,11 +93,12 @@ def describe(events: Any) -> str:
               f"({w.share:.0%} of the reading)" for w in workers(found)]
     slow = slowest(found, 3)
     fetched = sum(e.seconds for e in found if e.kind == "fetch")
-    lines.append("  slowest fetches: " + ", ".join(f"sample {_plain(e.sample)} {1000 * e.seconds:.1f} ms (worker {e.worker})"
-                                                  for e in slow)
-                 + f"; {sum(e.seconds for e in slow) / max(fetched, 1e-12):.0%} of all fetch time")
-    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after the first batch; {head_of_line_s(found):.2f} s "
-                 "of it on a batch while a later one was ready (held back by in_order=True)")
+    lines.append(f"  slowest fetches ({sum(e.seconds for e in slow) / max(fetched, 1e-12):.0%} of all fetch time):")
+    lines += [f"    sample {_plain(e.sample)}: {1000 * e.seconds:.1f} ms (worker {e.worker})" for e in slow]
+    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after the first batch")
+    in_order = getattr(getattr(events, "loader", None), "in_order", None)
+    lines.append(f"  {head_of_line_s(found):.2f} s of waiting on a batch while a later one was collated"
+                 + (" (in_order=True holds it back)" if in_order else ""))
     return "\n".join(lines)
 
 
@@ -143,7 +145,7 @@ def chrome_trace(events: Any, path: str | Path | None = None) -> dict[str, Any]:
     names: dict[tuple[int, int], str] = {}
     for e in found:
         tid = e.tid or e.pid
-        where = ("main process" if e.worker == "main" else "pin_memory thread" if e.worker == "pin" else
+        where = ("main process" if e.worker == "main" or (e.worker == "pin" and not e.tid) else "pin_memory thread" if e.worker == "pin" else
                  "main process (num_workers=0)" if e.worker == -1 else f"worker {e.worker}")
         names.setdefault((e.pid, tid), where)
         args: dict[str, Any] = {"batch": e.batch}
@@ -177,14 +179,14 @@ def timeline(events: Any, ax: Any = None, until_s: float | None = None) -> Any:
         ax = plt.subplots(figsize=(9.6, 3.6), layout="constrained")[1]
     start = reading_s(found)[0]
     colours = plt.get_cmap("tab10")
-    lanes = ["loop: step", "loop: wait"] + (["pin thread"] if any(e.kind == "pin" for e in found) else [])
+    lanes = ["loop: step", "loop: wait"] + (["pin_memory copy"] if any(e.kind == "pin" for e in found) else [])
     lanes += [("main process" if w == -1 else f"worker {w}") for w in sorted({e.worker for e in found if isinstance(e.worker, int)})]
     row = {name: i for i, name in enumerate(reversed(lanes))}
 
     def lane(e: Event) -> str:
         if e.worker == "main":
             return f"loop: {e.kind}"
-        return "pin thread" if e.worker == "pin" else "main process" if e.worker == -1 else f"worker {e.worker}"
+        return "pin_memory copy" if e.worker == "pin" else "main process" if e.worker == -1 else f"worker {e.worker}"
 
     for e in found:
         y, left = row[lane(e)], e.start - start
@@ -199,10 +201,12 @@ def timeline(events: Any, ax: Any = None, until_s: float | None = None) -> Any:
     ax.set_xlim(0, until_s if until_s is not None else max(e.end for e in found) - start)
     ax.set_xlabel("seconds since the loop asked for its first batch")
     ax.set_title("What each worker and the loop did (colour: the batch)")
-    ax.legend(handles=[Patch(facecolor=colours(0), edgecolor="white", label="fetch (one sample, or one __getitems__)"),
-                       Patch(facecolor="none", edgecolor="black", hatch="////", label="transform inside a fetch"),
-                       Patch(facecolor=colours(1), edgecolor="black", label="collate (black edge)"),
-                       Patch(facecolor="0.85", edgecolor="0.6", label="loop waiting for a batch")],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    legend = [Patch(facecolor=colours(0), edgecolor="white", label="fetch (one sample, or one __getitems__)"),
+              Patch(facecolor="none", edgecolor="black", hatch="////", label="transform inside a fetch"),
+              Patch(facecolor=colours(1), edgecolor="black", label="collate (black edge)"),
+              Patch(facecolor="0.85", edgecolor="0.6", label="loop waiting for a batch")]
+    if not any(e.kind == "transform" for e in found):
+        del legend[1]
+    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(axis="y", visible=False)
     return ax
