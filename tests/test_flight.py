@@ -323,3 +323,18 @@ def test_the_command_line_writes_the_trace(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as stopped:
         cli.main(["flightspec:make_loader", "--trace", str(path), "--trace-batches", "0"])
     assert stopped.value.code == 2 and "--trace-batches must be 1 or more, got 0" in capsys.readouterr().err
+
+
+def test_lesson_09s_large_files_all_fall_in_worker_0s_batches():
+    """Batches go to 2 workers in turn with in_order=True: batch b to worker b % 2. By hand, files 17, 50, 83 and 116 sit in
+    batches 2, 6, 10 and 14, all even; bad arguments are named."""
+    from helpers import flight_demos
+
+    assert [i // flight_demos.BATCH for i in flight_demos.SLOW_FILES] == [2, 6, 10, 14]
+    assert flight_demos.FILES % flight_demos.BATCH == 0 and flight_demos.loader().in_order
+    with pytest.raises(ValueError, match=r"slow must be a tuple of file ids from 0 to 191, got \[1\]"):
+        flight_demos.Files(slow=[1])
+    with pytest.raises(TypeError, match="in_order must be True or False, got 1"):
+        flight_demos.loader(in_order=1)
+    with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
+        flight_demos.loader(workers=0)
