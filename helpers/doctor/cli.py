@@ -46,11 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trace", help="after the diagnosis, read up to --trace-batches batches through the flight recorder "
                         "(lesson 09) and write what each worker and the loop did to this file, a Chrome trace "
                         "(open it in ui.perfetto.dev or chrome://tracing)")
-    parser.add_argument("--trace-batches", type=int, default=50, help="batches the --trace recording reads (default 50)")
+    parser.add_argument("--trace-batches", type=int, help="batches the --trace recording reads (default 50)")
     args = parser.parse_args(argv)  # bad arguments: argparse exits with status 2
     for name in ("epochs", "ranks", "trace_batches"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be 1 or more, got {getattr(args, name)}")
+    if args.trace_batches is not None and not args.trace:
+        parser.error("--trace-batches needs --trace FILE, the file the recording is written to")
+    if args.trace and not os.access(os.path.dirname(os.path.abspath(args.trace)), os.W_OK):
+        parser.error(f"--trace: cannot write {args.trace} (its folder does not exist or is not writable)")
     share_worker_temp_dir()  # the loader's workers share one temporary folder, removed when the doctor exits
     if args.start_methods:
         return _start_methods(args.loader)
@@ -66,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.json, "w") as out:
                 json.dump(diagnosis.to_dict(), out, indent=1)
         if args.trace:
-            _trace(loader, step, args.trace, args.trace_batches)
+            _trace(loader, step, args.trace, args.trace_batches or 50)
     except Exception as exc:  # noqa: BLE001 - could not run (or write its report): say why, with the traceback, and exit 2
         traceback.print_exc()
         print(f"loader-doctor: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -6,6 +6,11 @@ sample, the dataset's fetch (`__getitem__`, `__getitems__` or the stream's next 
 for the batch and the loop's step (the time from one batch's arrival to the loop asking for the next). Workers send their
 notes with the batch they belong to, so nothing is written to disk and nothing crosses processes by itself.
 
+The copy starts from the loader's settings, not its progress: a torchdata StatefulDataLoader's loaded state (and its
+snapshot settings) are not carried over, so a recording starts at the beginning of an epoch. A `transform` is timed
+where it is the dataset's own attribute (not one inside a Subset's dataset): in each worker's copy after your
+worker_init_fn, and without workers in place while the recorder reads, put back afterwards.
+
 The clock is `time.clock_gettime(CLOCK_MONOTONIC)` where the platform has it (Linux, macOS): one counter for every
 process on the machine, so a worker's timestamps and the main process's can be compared; elsewhere `time.perf_counter`
 (Windows: QueryPerformanceCounter, also machine-wide). Python leaves perf_counter's reference point undefined, hence
@@ -38,9 +43,26 @@ def now() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC) if CLOCK == "CLOCK_MONOTONIC" else time.perf_counter()
 
 
-# What this process noted since its last batch was collated: its samples' fetches, and the transforms inside them.
-_FETCHES: list[tuple[Any, int, float, float, list[tuple[float, float]]]] = []  # id, samples, start, end, transforms
-_TRANSFORMS: list[tuple[float, float]] = []
+# What this thread noted since its last batch was collated: its samples' fetches (id, samples, start, end, transforms)
+# and the transforms inside the fetch under way. Per thread: two recorders read in two threads keep theirs apart.
+_NOTES = threading.local()
+
+
+def _fetches() -> list[tuple[Any, int, float, float, list[tuple[float, float]]]]:
+    if not hasattr(_NOTES, "fetches"):
+        _NOTES.fetches, _NOTES.transforms = [], []
+    return _NOTES.fetches
+
+
+def _transforms() -> list[tuple[float, float]]:
+    _fetches()
+    return _NOTES.transforms
+
+
+def _forget() -> None:
+    """Drop what was noted for a batch that will not be collated (an error, an epoch's dropped last items)."""
+    _fetches().clear()
+    _transforms().clear()
 
 
 @dataclass(frozen=True)
@@ -57,6 +79,7 @@ class Event:
     pid: int = 0
     tid: int = 0  # the thread's native id, or 0 for the process's main thread
     samples: int = 0  # samples a fetch read: 1, or the batch's with __getitems__
+    epoch: int = 0  # the recorder's pass (each iter() over it), from 0
 
     @property
     def seconds(self) -> float:
@@ -92,33 +115,53 @@ class _TimedTransform:
         try:
             return self.transform(*args, **kwargs)
         finally:
-            _TRANSFORMS.append((start, now()))
+            _transforms().append((start, now()))
 
 
-def _timed_copy(dataset: Any) -> Any:
-    """A shallow copy of `dataset` whose `transform` is timed, or `dataset` itself when it has none (or cannot be copied)."""
-    import copy
-
+def _time_transform(dataset: Any) -> Callable[[], None]:
+    """Put a timed wrapper around `dataset.transform` in place (a method keeps its object); returns what puts it back.
+    A dataset without a callable transform, or one that refuses the attribute, is left alone."""
     transform = getattr(dataset, "transform", None)
     if not callable(transform) or isinstance(transform, _TimedTransform):
-        return dataset
+        return lambda: None
+    own = "transform" in getattr(dataset, "__dict__", {})
     try:
-        twin = copy.copy(dataset)
-        twin.transform = _TimedTransform(transform)
-    except Exception:  # noqa: BLE001 - a dataset that cannot be copied or set: its fetch is timed whole
-        return dataset
-    return twin
+        dataset.transform = _TimedTransform(transform)
+    except Exception:  # noqa: BLE001 - slots, a read-only property: its fetch is timed whole
+        return lambda: None
+
+    def put_back() -> None:
+        if own:
+            dataset.transform = transform
+        else:
+            del dataset.transform
+    return put_back
+
+
+class _TimeInWorker:
+    """The loader's worker_init_fn, then the worker's own copy of the dataset gets its transform timed."""
+
+    def __init__(self, worker_init_fn: Callable[[int], Any] | None) -> None:
+        self.worker_init_fn = worker_init_fn
+
+    def __call__(self, worker_id: int) -> None:
+        _forget()
+        if self.worker_init_fn is not None:
+            self.worker_init_fn(worker_id)
+        info = get_worker_info()
+        if info is not None:
+            _time_transform(info.dataset.dataset)  # the recorder's copy wraps the worker's dataset
 
 
 def _fetched(sample: Any, start: float, samples: int = 1) -> None:
-    _FETCHES.append((sample, samples, start, now(), list(_TRANSFORMS)))
-    _TRANSFORMS.clear()
+    transforms = _transforms()
+    _fetches().append((sample, samples, start, now(), list(transforms)))
+    transforms.clear()
 
 
 class _Forwarding:
-    """Attributes read or set on the copy reach the dataset it reads (yours, or a shallow copy of it when its transform
-    is timed): a worker_init_fn that sets `get_worker_info().dataset.x` (a file opened per worker, a stream's range)
-    sets it where the dataset's code reads it."""
+    """Attributes read or set on the copy reach your dataset: a worker_init_fn that sets `get_worker_info().dataset.x`
+    (a file opened per worker, a stream's range) sets it where the dataset's code reads it."""
 
     OWN = frozenset({"dataset", "__getitems__"})
 
@@ -146,7 +189,7 @@ class _Recorded(_Forwarding, Dataset):
     """The learner's map-style dataset, each fetch noted."""
 
     def __init__(self, dataset: Any) -> None:
-        self.dataset = _timed_copy(dataset)
+        self.dataset = dataset
         if _fetches_batches(dataset):
             self.__getitems__ = self._getitems  # the DataLoader fetches a batch at once only where the dataset does
 
@@ -154,16 +197,24 @@ class _Recorded(_Forwarding, Dataset):
         return len(self.dataset)
 
     def __getitem__(self, index: Any) -> Any:
-        _TRANSFORMS.clear()
+        _transforms().clear()
         start = now()
-        item = self.dataset[index]
+        try:
+            item = self.dataset[index]
+        except BaseException:  # the batch fails as a whole: its other samples' notes go too
+            _forget()
+            raise
         _fetched(_key(index), start)
         return item
 
     def _getitems(self, indices: list) -> list:
-        _TRANSFORMS.clear()
+        _transforms().clear()
         start = now()
-        items = self.dataset.__getitems__(indices)
+        try:
+            items = self.dataset.__getitems__(indices)
+        except BaseException:
+            _forget()
+            raise
         _fetched(tuple(_key(i) for i in indices), start, len(indices))  # one fetch: its samples cannot be told apart
         return items
 
@@ -172,17 +223,24 @@ class _RecordedStream(_Forwarding, IterableDataset):
     """The learner's IterableDataset, each item's next() noted; an item's id is (worker, n) for the worker's n-th item."""
 
     def __init__(self, dataset: IterableDataset) -> None:
-        self.dataset = _timed_copy(dataset)
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
 
     def __iter__(self) -> Iterator[Any]:
+        _forget()  # a persistent worker's last epoch may have left items its dropped last batch never collated
         worker, items, n = _worker(), iter(self.dataset), 0
         while True:
-            _TRANSFORMS.clear()
+            _transforms().clear()
             start = now()
             try:
                 item = next(items)
             except StopIteration:
                 return
+            except BaseException:
+                _forget()
+                raise
             _fetched((worker, n), start)
             n += 1
             yield item
@@ -222,8 +280,9 @@ class _RecordCollate:
     def __call__(self, items: Any) -> Flight:
         start = now()
         batch = self.collate_fn(items)
-        notes = _Notes(_worker(), os.getpid(), list(_FETCHES), (start, now()))
-        _FETCHES.clear()
+        fetches = _fetches()
+        notes = _Notes(_worker(), os.getpid(), list(fetches), (start, now()))
+        fetches.clear()
         return Flight(batch, notes)
 
 
@@ -232,8 +291,9 @@ class FlightRecorder:
     """The loader's own batches, read through a copy that notes what each worker, the pin thread and the loop did."""
 
     loader: DataLoader
-    events: list[Event] = field(default_factory=list)
-    batches: int = 0
+    events: list[Event] = field(default_factory=list, init=False, repr=False)
+    batches: int = field(default=0, init=False)  # batches the loop received, over every pass
+    passes: int = field(default=0, init=False)  # iter() calls so far
 
     def __post_init__(self) -> None:
         loader = self.loader
@@ -245,42 +305,50 @@ class FlightRecorder:
                              "repeat; record the torch DataLoader inside it")
         dataset = _RecordedStream(loader.dataset) if isinstance(loader.dataset, IterableDataset) else _Recorded(loader.dataset)
         collate = loader.collate_fn if loader.collate_fn is not None else default_collate
-        self.loader = rebuild(loader, dataset=dataset, collate_fn=_RecordCollate(collate), loader_class=kind)
+        init = _TimeInWorker(loader.worker_init_fn) if loader.num_workers else loader.worker_init_fn
+        self.loader = rebuild(loader, dataset=dataset, collate_fn=_RecordCollate(collate), loader_class=kind,
+                              worker_init_fn=init)
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[Any]:
-        _FETCHES.clear()
-        _TRANSFORMS.clear()
-        main = os.getpid()
-        asked = now()  # the first wait includes iter(): the workers' start
-        batches = iter(self.loader)
-        while True:
-            try:
-                flight = next(batches)
-            except StopIteration:
-                return
-            got = now()
-            number = self.batches
-            self.batches += 1
-            self._note(flight.notes, number)
-            self.events.append(Event("wait", "main", asked, got, number, pid=main, tid=_thread_id()))
-            try:
-                yield flight.batch
-            finally:  # the loop asks for the next batch, or stops here (break): the step ends either way
-                asked = now()
-                self.events.append(Event("step", "main", got, asked, number, pid=main, tid=_thread_id()))
+        _forget()
+        main, epoch = os.getpid(), self.passes
+        self.passes += 1
+        put_back = lambda: None  # noqa: E731 - without workers the transform is timed in place while reading
+        if self.loader.num_workers == 0:
+            put_back = _time_transform(self.loader.dataset.dataset)
+        try:
+            asked = now()  # the first wait includes iter(): the workers' start
+            batches = iter(self.loader)
+            while True:
+                try:
+                    flight = next(batches)
+                except StopIteration:
+                    return
+                got = now()
+                number = self.batches
+                self.batches += 1
+                self._note(flight.notes, number, epoch)
+                self.events.append(Event("wait", "main", asked, got, number, pid=main, tid=_thread_id(), epoch=epoch))
+                try:
+                    yield flight.batch
+                finally:  # the loop asks for the next batch, or stops here (break): the step ends either way
+                    asked = now()
+                    self.events.append(Event("step", "main", got, asked, number, pid=main, tid=_thread_id(), epoch=epoch))
+        finally:
+            put_back()
 
-    def _note(self, notes: _Notes, number: int) -> None:
+    def _note(self, notes: _Notes, number: int, epoch: int) -> None:
         where = notes.worker
         for sample, samples, start, end, transforms in notes.fetches:
-            self.events.append(Event("fetch", where, start, end, number, sample, notes.pid, samples=samples))
-            self.events.extend(Event("transform", where, a, b, number, sample, notes.pid) for a, b in transforms)
-        self.events.append(Event("collate", where, *notes.collate, number, pid=notes.pid))
+            self.events.append(Event("fetch", where, start, end, number, sample, notes.pid, samples=samples, epoch=epoch))
+            self.events.extend(Event("transform", where, a, b, number, sample, notes.pid, epoch=epoch) for a, b in transforms)
+        self.events.append(Event("collate", where, *notes.collate, number, pid=notes.pid, epoch=epoch))
         if notes.pin is not None:
             tid, start, end = notes.pin
-            self.events.append(Event("pin", "pin", start, end, number, pid=os.getpid(), tid=tid))
+            self.events.append(Event("pin", "pin", start, end, number, pid=os.getpid(), tid=tid, epoch=epoch))
 
     def record(self, step: Callable[[Any], Any] | None = None, batches: int | None = None) -> FlightRecorder:
         """Read `batches` batches (None: one epoch), passing each to `step` when given; returns self."""

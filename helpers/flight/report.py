@@ -61,41 +61,50 @@ def slowest(events: Any, k: int = 5) -> list[Event]:
 
 
 def head_of_line_s(events: Any) -> float:
-    """Seconds the loop waited for a batch while a batch it received later had already been collated in its worker (its
-    trip through the queue included, so an upper bound on time held back). With in_order=True the loader holds such a
+    """Seconds the loop waited for a batch while a batch it received later had already been collated by another worker
+    (its trip through the queue included, so an upper bound on time held back; one worker's own batches queue in turn). With in_order=True the loader holds such a
     batch until those before it arrive; in_order=False hands it over, and also sends fewer batches to a worker that falls
     behind, so what it saves is measured, not read from this figure."""
     found = _events(events)
     waits = sorted((e for e in found if e.kind == "wait"), key=lambda e: e.batch)
-    ready = {e.batch: e.end for e in found if e.kind == "collate"}
-    total, later = 0.0, math.inf
-    for wait in reversed(waits):  # later[i]: the earliest a batch after i was ready
+    ready = {e.batch: (e.end, e.worker) for e in found if e.kind == "collate"}
+    total, earliest = 0.0, {}  # per worker, the earliest a batch after the one at hand was ready
+    for wait in reversed(waits):
+        done, worker = ready.get(wait.batch, (math.inf, None))
+        later = min((t for w, t in earliest.items() if w != worker), default=math.inf)  # the same worker's queue is no hold
         total += max(0.0, wait.end - max(wait.start, later))
-        later = min(later, ready.get(wait.batch, math.inf))
+        earliest[worker] = min(earliest.get(worker, math.inf), done)
     return total
 
 
 def waiting_share(events: Any) -> float:
-    """The share of the loop's time spent waiting for batches, after the first (whose wait includes the workers' start)."""
-    found = [e for e in _events(events) if e.kind in ("wait", "step") and e.batch > 0]
+    """The share of the loop's time spent waiting for batches, after each pass's first (whose wait includes starting the
+    workers)."""
+    found = _events(events)
+    first = {}
+    for e in found:
+        if e.kind == "wait":
+            first[e.epoch] = min(first.get(e.epoch, e.batch), e.batch)
+    found = [e for e in found if e.kind in ("wait", "step") and e.batch != first.get(e.epoch)]
     wait = sum(e.seconds for e in found if e.kind == "wait")
     total = sum(e.seconds for e in found)
     return wait / total if total > 0 else 0.0
 
 
-def describe(events: Any) -> str:
-    """The recording in a few lines: per worker its samples and busy share, the slowest samples, head-of-line and waiting."""
+def describe(events: Any, slowest_k: int = 3) -> str:
+    """The recording in a few lines: per worker its samples and busy share, the `slowest_k` slowest fetches, head-of-line
+    and waiting."""
     found = _events(events)
     start, end = reading_s(found)
     waits = [e for e in found if e.kind == "wait"]
     lines = [f"{len(waits)} batches in {end - start:.2f} s (clock: {CLOCK})"]
     lines += [f"  {'main process' if w.worker == -1 else f'worker {w.worker}'}: {w.samples} samples, busy {w.busy_s:.2f} s "
               f"({w.share:.0%} of the reading)" for w in workers(found)]
-    slow = slowest(found, 3)
+    slow = slowest(found, slowest_k)
     fetched = sum(e.seconds for e in found if e.kind == "fetch")
     lines.append(f"  slowest fetches ({sum(e.seconds for e in slow) / max(fetched, 1e-12):.0%} of all fetch time):")
     lines += [f"    sample {_plain(e.sample)}: {1000 * e.seconds:.1f} ms (worker {e.worker})" for e in slow]
-    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after the first batch")
+    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after each pass's first batch")
     in_order = getattr(getattr(events, "loader", None), "in_order", None)
     lines.append(f"  {head_of_line_s(found):.2f} s of waiting on a batch while a later one was collated"
                  + (" (in_order=True holds it back)" if in_order else ""))
@@ -173,10 +182,13 @@ def timeline(events: Any, ax: Any = None, until_s: float | None = None) -> Any:
     from matplotlib.patches import Patch
 
     found = _events(events)
-    if until_s is not None and (isinstance(until_s, bool) or not isinstance(until_s, (int, float)) or not until_s > 0):
+    if until_s is not None and (isinstance(until_s, bool) or not isinstance(until_s, (int, float))
+                                or not 0 < until_s < math.inf):
         raise ValueError(f"until_s must be a number of seconds above 0, or None, got {short(until_s)}")
+    if ax is not None and not hasattr(ax, "broken_barh"):
+        raise TypeError(f"ax must be matplotlib axes or None, got {short(ax)}")
     if ax is None:
-        ax = plt.subplots(figsize=(9.6, 3.6), layout="constrained")[1]
+        ax = plt.subplots(figsize=(12, 4), layout="constrained")[1]
     start = reading_s(found)[0]
     colours = plt.get_cmap("tab10")
     lanes = ["loop: step", "loop: wait"] + (["pin_memory copy"] if any(e.kind == "pin" for e in found) else [])
@@ -200,10 +212,10 @@ def timeline(events: Any, ax: Any = None, until_s: float | None = None) -> Any:
     ax.set_yticks(range(len(lanes)), list(reversed(lanes)))
     ax.set_xlim(0, until_s if until_s is not None else max(e.end for e in found) - start)
     ax.set_xlabel("seconds since the loop asked for its first batch")
-    ax.set_title("What each worker and the loop did (colour: the batch)")
-    legend = [Patch(facecolor=colours(0), edgecolor="white", label="fetch (one sample, or one __getitems__)"),
+    ax.set_title("What each worker and the loop did (colour: the batch; the 10 colours repeat)")
+    legend = [Patch(facecolor="0.45", edgecolor="white", label="fetch (one sample, or one __getitems__)"),
               Patch(facecolor="none", edgecolor="black", hatch="////", label="transform inside a fetch"),
-              Patch(facecolor=colours(1), edgecolor="black", label="collate (black edge)"),
+              Patch(facecolor="0.45", edgecolor="black", label="collate (black edge)"),
               Patch(facecolor="0.85", edgecolor="0.6", label="loop waiting for a batch")]
     if not any(e.kind == "transform" for e in found):
         del legend[1]
