@@ -20,7 +20,7 @@ END = "<!-- end of schedule -->"
 MINUTES_LINE = re.compile(r"^\*\*Minutes\*\* \(generated\): (\d\d)\b.*$", re.MULTILINE)
 
 # Of each lesson's minutes (LESSONS), how many go to its exercises; the rest is teaching.
-EXERCISE_MINUTES = {"00": 10, "01": 15, "02": 15, "03": 15, "04": 10, "05": 15, "06": 15, "07": 20, "08": 15, "09": 20}
+EXERCISE_MINUTES = {"00": 10, "01": 15, "02": 15, "03": 15, "04": 10, "05": 15, "06": 15, "07": 20, "08": 15, "09": 30}
 DAY_START = 9 * 60  # 09:00
 MAX_BLOCK = 100  # minutes of lessons in a row before a break
 BREAK = 15

@@ -17,6 +17,7 @@ from helpers.checks.lesson07_streams import check_sharded_eval_stream, check_to_
 from helpers.checks.lesson07_own_finding import check_needs_set_epoch
 from helpers.checks.lesson08 import check_packed_mask, check_padding_share, check_rank_batches, check_token_budget
 from helpers.checks.lesson09 import check_coverage_gaps, check_repeated_orders, check_surprising_classes
+from helpers.checks.lesson09_flight import check_held_back_s, check_slowest_share
 from helpers.checks.lesson09_start import check_first_unpicklable, check_sent_mib
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "check_balanced_loader", "check_loader_with_workers", "check_to_array", "check_sharded_eval_stream", "check_needs_set_epoch",
     "check_padding_share", "check_rank_batches", "check_packed_mask", "check_token_budget",
     "check_repeated_orders", "check_coverage_gaps", "check_surprising_classes", "check_first_unpicklable", "check_sent_mib",
+    "check_held_back_s", "check_slowest_share",
 ]

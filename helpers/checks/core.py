@@ -175,7 +175,7 @@ class Answer:
 
             with self.calling(call, hint=unexpected):
                 try:
-                    got = self.value(*case.args)
+                    got = self.value(*_fresh(case.args))  # an answer that edits its arguments cannot edit the case
                 except Exception as exc:
                     if not (expects_error and isinstance(exc, case.expected)):
                         raise
@@ -205,6 +205,14 @@ class Answer:
                 raise Failed(f"{call} returned {got!r}{problem}")
             raise Failed(f"{call} returned {got!r}, expected {case.expected!r}: {case.why}")
         return f"{self.name} is right in all {len(cases)} cases"
+
+
+def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A deep copy of a case's arguments (the arguments themselves where they cannot be copied)."""
+    try:
+        return copy.deepcopy(args)
+    except Exception:  # noqa: BLE001 - a generator, a lock: the case's own arguments
+        return args
 
 
 def consistent_hints(models: Sequence[tuple[str, Callable[..., Any]]], answer: Callable[..., Any],

@@ -1,7 +1,10 @@
 """Lesson 09's exercises as learners answer them, written from the task text alone."""
 from __future__ import annotations
 
+import bisect
+import heapq
 import io
+import itertools
 import math
 import pickle
 import sys
@@ -859,6 +862,531 @@ def sent_mib_buffer(dataset, workers, epochs, persistent):
             total += one
     return float(total) / (1 << 20)
 
+# ---------------------------------------------------------------- 09.6: held_back_s(waits, ready), 09.7: slowest_share(fetch_s, share)
+# Written from the task text alone by a wrong-answer probe (a reviewer who had not read the check).
+
+
+def _check_lengths(waits, ready):
+    if len(waits) != len(ready):
+        raise ValueError(f"ready has {len(ready)} times but waits has {len(waits)} batches")
+
+
+def right6_suffix_min(waits, ready):
+    """right: one pass from the end, keeping the earliest ready time of the batches after each."""
+    _check_lengths(waits, ready)
+    total, earliest = 0.0, math.inf
+    for (asked, got), r in zip(reversed(waits), reversed(ready)):
+        total += max(0.0, got - max(asked, earliest))
+        earliest = min(earliest, r)
+    return total
+
+
+def right6_quadratic(waits, ready):
+    """right: min over the slice of later ready times for each batch (slow, O(n^2), but right)."""
+    if len(ready) != len(waits):
+        raise ValueError("ready must have one time per batch in waits")
+    total = 0.0
+    for i, (asked, got) in enumerate(waits):
+        later = ready[i + 1:]
+        if later and min(later) < got:
+            total += got - max(asked, min(later))
+    return float(total)
+
+
+def right6_accumulate(waits, ready):
+    """right: suffix minima with itertools.accumulate; max(0, ...) with int 0 (sum may be the int 0)."""
+    if len(waits) != len(ready):
+        raise ValueError(f"len(ready)={len(ready)} != len(waits)={len(waits)}")
+    suffix = list(itertools.accumulate(reversed(ready), min))[::-1] + [math.inf]
+    return sum(max(0, got - max(asked, suffix[i + 1])) for i, (asked, got) in enumerate(waits))
+
+
+def w6_from_ready_not_asked(waits, ready):
+    """counts from the later batch's ready time even when that is before the batch was asked for (no clamp to asked)."""
+    _check_lengths(waits, ready)
+    return sum(max(0.0, got - min(ready[i + 1:], default=math.inf)) for i, (asked, got) in enumerate(waits))
+
+
+def w6_next_only(waits, ready):
+    """compares with the next batch's ready time only, not the earliest of all later ones."""
+    _check_lengths(waits, ready)
+    total = 0.0
+    for i in range(len(waits) - 1):
+        asked, got = waits[i]
+        total += max(0.0, got - max(asked, ready[i + 1]))
+    return total
+
+
+def w6_includes_itself(waits, ready):
+    """'after it' read as 'from it on': includes the batch's own ready time."""
+    _check_lengths(waits, ready)
+    return sum(max(0.0, got - max(asked, min(ready[i:]))) for i, (asked, got) in enumerate(waits))
+
+
+def w6_all_other_batches(waits, ready):
+    """'later' ignored: earliest ready time of every other batch, earlier ones included."""
+    _check_lengths(waits, ready)
+    total = 0.0
+    for i, (asked, got) in enumerate(waits):
+        others = ready[:i] + ready[i + 1:]
+        total += max(0.0, got - max(asked, min(others, default=math.inf)))
+    return total
+
+
+def w6_earlier_batches(waits, ready):
+    """'later' misread as 'earlier': earliest ready time of the batches received before it."""
+    _check_lengths(waits, ready)
+    return sum(max(0.0, got - max(asked, min(ready[:i], default=math.inf))) for i, (asked, got) in enumerate(waits))
+
+
+def w6_latest(waits, ready):
+    """'earliest' misread: the latest ready time of the later batches."""
+    _check_lengths(waits, ready)
+    return sum(max(0.0, got - max(asked, max(ready[i + 1:], default=math.inf))) for i, (asked, got) in enumerate(waits))
+
+
+def w6_negative_parts(waits, ready):
+    """forgets 'nothing when none was ready before its wait ended': adds negative parts."""
+    _check_lengths(waits, ready)
+    total = 0.0
+    for i in range(len(waits) - 1):
+        asked, got = waits[i]
+        total += got - max(asked, min(ready[i + 1:]))
+    return total
+
+
+def w6_no_length_check(waits, ready):
+    """forgets the error case: zip silently drops the extra entries."""
+    total, earliest = 0.0, math.inf
+    pairs = list(zip(waits, ready))
+    for (asked, got), r in reversed(pairs):
+        total += max(0.0, got - max(asked, earliest))
+        earliest = min(earliest, r)
+    return total
+
+
+def w6_error_not_naming_ready(waits, ready):
+    """raises ValueError but its message does not name `ready`."""
+    if len(waits) != len(ready):
+        raise ValueError("the two lists differ in length")
+    return right6_suffix_min(waits, ready)
+
+
+def w6_type_error(waits, ready):
+    """raises TypeError (naming ready) instead of ValueError."""
+    if len(waits) != len(ready):
+        raise TypeError(f"ready has {len(ready)} entries, waits {len(waits)}")
+    return right6_suffix_min(waits, ready)
+
+
+def w6_count(waits, ready):
+    """returns how many batches were held back, not the seconds."""
+    _check_lengths(waits, ready)
+    return sum(1 for i, (asked, got) in enumerate(waits) if min(ready[i + 1:], default=math.inf) < got)
+
+
+def w6_per_batch(waits, ready):
+    """returns the held-back seconds per batch (a list) instead of their sum."""
+    _check_lengths(waits, ready)
+    return [max(0.0, got - max(asked, min(ready[i + 1:], default=math.inf))) for i, (asked, got) in enumerate(waits)]
+
+
+def w6_milliseconds(waits, ready):
+    """right value in milliseconds."""
+    return 1000 * right6_suffix_min(waits, ready)
+
+
+def w6_whole_wait(waits, ready):
+    """counts the whole wait, not only the part after a later batch was ready."""
+    _check_lengths(waits, ready)
+    return sum(got - asked for i, (asked, got) in enumerate(waits) if min(ready[i + 1:], default=math.inf) < got)
+
+
+def w6_before_ready(waits, ready):
+    """'after' misread: the part of the wait before the later batch was ready."""
+    _check_lengths(waits, ready)
+    total = 0.0
+    for i, (asked, got) in enumerate(waits):
+        r = min(ready[i + 1:], default=math.inf)
+        if r < got:
+            total += max(0.0, r - asked)
+    return total
+
+
+def w6_skips_last(waits, ready):
+    """off-by-one: the later batches stop one short (ready[i+1:-1]), the last batch is never a candidate."""
+    _check_lengths(waits, ready)
+    return sum(max(0.0, got - max(asked, min(ready[i + 1:-1], default=math.inf))) for i, (asked, got) in enumerate(waits))
+
+
+def w6_skips_first_batch(waits, ready):
+    """off-by-one: loops from batch 1, so the first batch's held-back time is never counted."""
+    _check_lengths(waits, ready)
+    return sum(max(0.0, got - max(asked, min(ready[i + 1:], default=math.inf)))
+               for i, (asked, got) in enumerate(waits) if i >= 1)
+
+
+def w6_sorted_ready(waits, ready):
+    """sorts the ready times, losing which batch each belongs to."""
+    return right6_suffix_min(waits, sorted(ready))
+
+
+def w6_rounded(waits, ready):
+    """rounds to whole seconds (int)."""
+    return round(right6_suffix_min(waits, ready))
+
+
+def w6_max_not_sum(waits, ready):
+    """returns the longest held-back part, not the total."""
+    return max(w6_per_batch(waits, ready), default=0.0)
+
+
+def w6_empty_raises(waits, ready):
+    """raises on empty input (no batches is not an error; the answer is 0)."""
+    if not waits or len(waits) != len(ready):
+        raise ValueError(f"ready has {len(ready)} times for {len(waits)} batches")
+    return right6_suffix_min(waits, ready)
+
+
+def w6_mutates_ready(waits, ready):
+    """right total, but pops from the caller's `ready` list to get the later batches."""
+    _check_lengths(waits, ready)
+    total = 0.0
+    for asked, got in waits:
+        ready.pop(0)
+        if ready:
+            total += max(0.0, got - max(asked, min(ready)))
+    return total
+
+
+def w6_abs_parts(waits, ready):
+    """uses abs(...) instead of max(0, ...): a later batch ready after the wait ended adds time."""
+    _check_lengths(waits, ready)
+    return sum(abs(got - max(asked, min(ready[i + 1:], default=got))) for i, (asked, got) in enumerate(waits))
+
+
+def w6_ready_before_asked_only(waits, ready):
+    """partial: counts a wait (whole) only when a later batch was ready before the loop asked, else nothing."""
+    _check_lengths(waits, ready)
+    return sum(got - asked for i, (asked, got) in enumerate(waits) if min(ready[i + 1:], default=math.inf) <= asked)
+
+
+def w6_only_shorter_ready(waits, ready):
+    """error case half done: raises only when ready is shorter than waits, not when it is longer."""
+    if len(ready) < len(waits):
+        raise ValueError(f"ready has {len(ready)} times for {len(waits)} batches")
+    return right6_suffix_min(waits, ready[:len(waits)])
+
+
+def w6_later_received(waits, ready):
+    """uses when later batches were received (their got) instead of when they were collated."""
+    _check_lengths(waits, ready)
+    gots = [got for _, got in waits]
+    return sum(max(0.0, got - max(asked, min(gots[i + 1:], default=math.inf))) for i, (asked, got) in enumerate(waits))
+
+
+def _check_share(share):
+    if not 0 <= share <= 1:
+        raise ValueError(f"share must be between 0 and 1, got share={share}")
+
+
+def right7_loop(fetch_s, share):
+    """right: sort by (-seconds, id), add until the running sum reaches share of the total."""
+    _check_share(share)
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def right7_bisect(fetch_s, share):
+    """right: cumulative sums with itertools.accumulate, bisect_left for the first prefix that reaches the target."""
+    if not (0.0 <= share <= 1.0):
+        raise ValueError(f"share={share!r} is not between 0 and 1")
+    order = sorted(sorted(fetch_s), key=lambda k: fetch_s[k], reverse=True)
+    sums = list(itertools.accumulate(fetch_s[k] for k in order))
+    target = share * math.fsum(fetch_s.values())
+    if target <= 0:
+        return []
+    n = bisect.bisect_left(sums, target * (1 - 1e-12))
+    return order[:n + 1]
+
+
+def right7_heap(fetch_s, share):
+    """right: pop the slowest from a heap of (-seconds, id) while the running sum is short of the target."""
+    if math.isnan(share) or share < 0 or share > 1:
+        raise ValueError(f"share must be in [0, 1]; got share={share}")
+    heap = [(-t, k) for k, t in fetch_s.items()]
+    heapq.heapify(heap)
+    target, got, out = share * math.fsum(fetch_s.values()), 0.0, []
+    while heap and got < target:
+        neg, k = heapq.heappop(heap)
+        out.append(k)
+        got += -neg
+    return out
+
+
+def right7_slow(fetch_s, share):
+    """right but slow (O(n^2)): repeatedly take the slowest remaining, smallest id on ties."""
+    _check_share(share)
+    left, out = dict(fetch_s), []
+    target, got = share * sum(fetch_s.values()), 0.0
+    while left and got < target:
+        k = min(left, key=lambda s: (-left[s], s))
+        out.append(k)
+        got += left.pop(k)
+    return out
+
+
+def w7_strict(fetch_s, share):
+    """'at least' read as 'more than': stops only when the sum exceeds the target."""
+    _check_share(share)
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running > target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_up_to(fetch_s, share):
+    """'at least' read as 'at most': keeps only the samples that do not overshoot the target (one short)."""
+    _check_share(share)
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running + seconds > target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_append_then_check(fetch_s, share):
+    """do-while: always takes the slowest sample, even for share 0."""
+    _check_share(share)
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        chosen.append(sample)
+        running += seconds
+        if running >= target:
+            break
+    return chosen
+
+
+def w7_fastest_first(fetch_s, share):
+    """sorts ascending: the fastest samples first."""
+    _check_share(share)
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (kv[1], kv[0])):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_ties_larger_id_first(fetch_s, share):
+    """ties: sorted by (seconds, id) reversed, so the larger id comes first."""
+    _check_share(share)
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (kv[1], kv[0]), reverse=True):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_ties_dict_order(fetch_s, share):
+    """ties: sorted by time only, so tied samples stay in the dict's order, not id order."""
+    _check_share(share)
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample in sorted(fetch_s, key=fetch_s.get, reverse=True):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += fetch_s[sample]
+    return chosen
+
+
+def w7_ids_sorted(fetch_s, share):
+    """right samples, but returned in id order, not slowest first."""
+    return sorted(right7_loop(fetch_s, share))
+
+
+def w7_absolute_seconds(fetch_s, share):
+    """compares the running sum with `share` itself (seconds), not share of the total."""
+    _check_share(share)
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running >= share:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_percent(fetch_s, share):
+    """reads share as a percentage: target share/100 of the total, accepts up to 100."""
+    if not 0 <= share <= 100:
+        raise ValueError(f"share must be a percentage, got share={share}")
+    target = share / 100 * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_share_of_samples(fetch_s, share):
+    """share of the samples (count), not of the fetch time."""
+    _check_share(share)
+    order = sorted(fetch_s, key=lambda k: (-fetch_s[k], k))
+    return order[:math.ceil(share * len(order))]
+
+
+def w7_returns_times(fetch_s, share):
+    """returns the seconds of the samples instead of their ids."""
+    return [fetch_s[k] for k in right7_loop(fetch_s, share)]
+
+
+def w7_returns_pairs(fetch_s, share):
+    """returns (id, seconds) pairs instead of ids."""
+    return [(k, fetch_s[k]) for k in right7_loop(fetch_s, share)]
+
+
+def w7_returns_set(fetch_s, share):
+    """returns a set (no order)."""
+    return set(right7_loop(fetch_s, share))
+
+
+def w7_returns_tuple(fetch_s, share):
+    """right ids as a tuple, not a list."""
+    return tuple(right7_loop(fetch_s, share))
+
+
+def w7_no_check(fetch_s, share):
+    """forgets the error case."""
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_exclusive(fetch_s, share):
+    """'between 0 and 1' read as exclusive: rejects 0 and 1."""
+    if not 0 < share < 1:
+        raise ValueError(f"share must be between 0 and 1, got share={share}")
+    return right7_loop(fetch_s, share)
+
+
+def w7_unnamed_error(fetch_s, share):
+    """raises ValueError without naming `share` in the message."""
+    if not 0 <= share <= 1:
+        raise ValueError("must be between 0 and 1")
+    return right7_loop(fetch_s, share)
+
+
+def w7_nan_passes(fetch_s, share):
+    """checks with `share < 0 or share > 1`, so NaN is let through (and returns every sample)."""
+    if share < 0 or share > 1:
+        raise ValueError(f"share must be between 0 and 1, got share={share}")
+    target = share * sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_divides(fetch_s, share):
+    """compares running/total with share: ZeroDivisionError when all times are 0 or there are no samples."""
+    _check_share(share)
+    total = sum(fetch_s.values())
+    chosen, running = [], 0.0
+    for sample, seconds in sorted(fetch_s.items(), key=lambda kv: (-kv[1], kv[0])):
+        if running / total >= share:
+            break
+        chosen.append(sample)
+        running += seconds
+    return chosen
+
+
+def w7_all_when_one(fetch_s, share):
+    """special-cases share 1 as 'every sample', zero-time ones included (not the fewest)."""
+    if share == 1:
+        return sorted(fetch_s, key=lambda k: (-fetch_s[k], k))
+    return right7_loop(fetch_s, share)
+
+
+def w7_pops_input(fetch_s, share):
+    """right ids, but empties the caller's dict by popping the slowest each time."""
+    _check_share(share)
+    target, got, out = share * sum(fetch_s.values()), 0.0, []
+    while fetch_s and got < target:
+        k = min(fetch_s, key=lambda s: (-fetch_s[s], s))
+        out.append(k)
+        got += fetch_s.pop(k)
+    return out
+
+
+def w7_only_upper_bound(fetch_s, share):
+    """error case half done: rejects share above 1 but not a negative share."""
+    if share > 1:
+        raise ValueError(f"share must be between 0 and 1, got share={share}")
+    return right7_loop(fetch_s, max(share, 0.0))
+
+
+def w7_float_only(fetch_s, share):
+    """rejects an int share (0 or 1) as not 'between 0 and 1'."""
+    if not isinstance(share, float) or not 0 <= share <= 1:
+        raise ValueError(f"share must be a float between 0 and 1, got share={share!r}")
+    return right7_loop(fetch_s, share)
+
+
+def w7_id_order_prefix(fetch_s, share):
+    """adds samples in id order until the share is reached, then sorts those slowest first (not the fewest)."""
+    _check_share(share)
+    target, running, chosen = share * sum(fetch_s.values()), 0.0, []
+    for sample in sorted(fetch_s):
+        if running >= target:
+            break
+        chosen.append(sample)
+        running += fetch_s[sample]
+    return sorted(chosen, key=lambda k: (-fetch_s[k], k))
+
+
+def w7_ties_desc_heap(fetch_s, share):
+    """heap of (-seconds, -id): tied samples come out larger id first."""
+    _check_share(share)
+    heap = [(-t, -k) for k, t in fetch_s.items()]
+    heapq.heapify(heap)
+    target, got, out = share * sum(fetch_s.values()), 0.0, []
+    while heap and got < target:
+        neg, negk = heapq.heappop(heap)
+        out.append(-negk)
+        got += -neg
+    return out
+
 
 WRONG = {
     "09.1": [
@@ -950,6 +1478,61 @@ WRONG = {
         Wrong(sent_persistent_plus_first, 'persistent: 2 workers started once'),
         Wrong(sent_as_string, 'expected a float'),
     ],
+    "09.6": [
+        Wrong(w6_from_ready_not_asked, 'count from when the loop asked'),
+        Wrong(w6_next_only, 'any later batch holds it back, not only the next one'),
+        Wrong(w6_all_other_batches, 'only batches received after it hold it back'),
+        Wrong(w6_negative_parts, 'a later batch ready only after the wait ended held nothing back'),
+        Wrong(w6_no_length_check, 'one ready time per batch in waits'),
+        Wrong(w6_error_not_naming_ready, 'name the argument and its value in the message'),
+        Wrong(w6_type_error, 'expected ValueError'),
+        Wrong(w6_per_batch, 'of type list; expected a float'),
+        Wrong(w6_milliseconds, 'return seconds, as the times are given, not milliseconds'),
+        Wrong(w6_whole_wait, 'not the whole wait'),
+        Wrong(w6_includes_itself, 'a batch does not hold itself back'),
+        Wrong(w6_earlier_batches, 'only batches received after it hold it back'),
+        Wrong(w6_latest, 'not the latest'),
+        Wrong(w6_count, 'return the seconds held back, added up, not how many batches were held'),
+        Wrong(w6_before_ready, 'not the part before it'),
+        Wrong(w6_skips_last, 'the last batch can hold the others back too'),
+        Wrong(w6_skips_first_batch, 'every batch counts, the first one too'),
+        Wrong(w6_sorted_ready, 'keep ready in batch order'),
+        Wrong(w6_rounded, 'return the seconds unrounded'),
+        Wrong(w6_max_not_sum, 'add up the seconds over all the batches, not the largest'),
+        Wrong(w6_abs_parts, 'batch 2 waited until 2.1 while batch 3 was ready'),  # verdict gives the case's worked numbers, not the abs(...) mistake by name
+        Wrong(w6_ready_before_asked_only, 'a later batch is ready when it was collated'),  # verdict gives names two other mistakes beside it
+        Wrong(w6_later_received, 'a later batch is ready when it was collated (ready), not when the loop'),
+        Wrong(w6_empty_raises, 'no batches: nothing was held back'),
+        Wrong(w6_only_shorter_ready, 'more ready times than batches'),
+        Wrong(w6_mutates_ready, 'changed waits or ready'),
+    ],
+    "09.7": [
+        Wrong(w7_strict, 'stop as soon as the sum reaches the share'),
+        Wrong(w7_up_to, 'at least half'),
+        Wrong(w7_append_then_check, 'stop as soon as the sum reaches the share'),
+        Wrong(w7_ties_larger_id_first, 'samples that tie on time'),
+        Wrong(w7_ties_dict_order, 'samples that tie on time'),
+        Wrong(w7_ties_desc_heap, 'samples that tie on time'),
+        Wrong(w7_ids_sorted, 'return the samples slowest first'),
+        Wrong(w7_absolute_seconds, '2.5 alone is 68 %, under 90 %'),  # verdict gives the case's worked numbers
+        Wrong(w7_percent, '2.5 alone is 68 %, under 90 %'),  # verdict gives the case's worked numbers
+        Wrong(w7_share_of_samples, 'the share is of the fetch time, not of the number of samples'),
+        Wrong(w7_returns_times, 'return the sample ids, not their times'),
+        Wrong(w7_returns_pairs, 'expected a 1-D sequence'),
+        Wrong(w7_returns_set, 'expected a 1-D sequence'),
+        Wrong(w7_no_check, 'a share above 1 cannot be reached'),
+        Wrong(w7_unnamed_error, 'name the argument and its value in the message'),
+        Wrong(w7_id_order_prefix, 'sample 3 alone took 2.5 of 3.7 s'),  # verdict gives the case's worked numbers
+        Wrong(w7_fastest_first, 'take the slowest first (sort by time, largest first)'),
+        Wrong(w7_exclusive, 'a share of 1 is allowed'),
+        Wrong(w7_returns_tuple, 'return a list, as the task asks'),
+        Wrong(w7_nan_passes, 'NaN is not between 0 and 1'),
+        Wrong(w7_divides, 'no time at all: no sample needed'),
+        Wrong(w7_all_when_one, 'stop as soon as the sum reaches the share (at least, >=)'),
+        Wrong(w7_only_upper_bound, 'a share below 0 means nothing'),
+        Wrong(w7_float_only, 'an int share, 0 or 1, is allowed'),
+        Wrong(w7_pops_input, 'changed fetch_s'),
+    ],
 }
 
 RIGHT = {
@@ -958,4 +1541,6 @@ RIGHT = {
     "09.3": [classes_right_squared, classes_right_numpy_then_ints, classes_right_z_score_guarded],
     "09.4": [first_unpicklable_recursive, first_unpicklable_loop, blame_with_forking_pickler],
     "09.5": [sent_mib_plain, sent_mib_buffer],
+    "09.6": [right6_suffix_min, right6_quadratic, right6_accumulate],
+    "09.7": [right7_loop, right7_bisect, right7_heap, right7_slow],
 }
