@@ -1063,3 +1063,13 @@ def test_others_while_counts_a_busy_program_on_the_machine_as_busy_host_does():
         busy.kill()
         busy.wait()
     assert result == "done" and cores >= 0.5, cores
+
+
+def test_headspace_under_1x_says_no_faster():
+    """A held-out run read 0.78x (a 151 ms replayed step against a 118 ms loop, 1.26x slower: under REPLAY_SLOWER, so
+    compared): the finding says the loop would run no faster, not '0.78x faster'."""
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None, deadline=time.perf_counter() + 30.0)
+    obs.wait_s, obs.step_s, obs.kept = [0.2, 0.001, 0.001, 0.001], [0.1] * 4, [torch.zeros(8)] * 4
+    obs.time_step = lambda batch: 0.126  # the replay's step time, as measured
+    found = lesson03.headspace(obs)
+    assert found is not None and "would run no faster (0.80x: the replay's steps were slower)" in found.message, found.message

@@ -258,9 +258,10 @@ def headspace(obs: Observation) -> Finding | None:
             + "; measure again on a quiet machine")
         return None
     obs.measured["headspace"] = times
+    faster = f"{times:.2f}x faster" if times >= 1 else f"no faster ({times:.2f}x: the replay's steps were slower)"
     return finding(
         "headspace", "info",
-        f"with loading free, the loop would run {times:.2f}x faster: {1000 * loop_s:.1f} ms per step as measured (mean), "
+        f"with loading free, the loop would run {faster}: {1000 * loop_s:.1f} ms per step as measured (mean), "
         f"{1000 * free_s:.1f} ms replaying {len(obs.kept)} batches from memory through your step ({len(replayed)} steps)",
         "a faster loader can gain at most this much; close to 1x, make the step faster instead",
         headspace=times, loop_ms=1000 * loop_s, replay_step_ms=1000 * free_s, replayed=len(replayed))
