@@ -1073,3 +1073,23 @@ def test_headspace_under_1x_says_no_faster():
     obs.time_step = lambda batch: 0.126  # the replay's step time, as measured
     found = lesson03.headspace(obs)
     assert found is not None and "would run no faster (0.80x: the replay's steps were slower)" in found.message, found.message
+
+
+def test_a_quiet_sweep_under_the_gain_says_what_it_measured_and_input_bound_quotes_it(monkeypatch):
+    """A held-out borderline loader measured 1.298x on a quiet machine and the doctor stayed silent with no note, while
+    input-bound said 'more workers measured no faster': the skip now gives the gain and the 1.3x asked, and input-bound
+    quotes both (paired ratios 1.2, 1.25, 1.3 for 2 workers: median 1.25, by hand)."""
+    monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda loaders, deadline, per_turn, **kwargs:
+                        [[100.0, 100.0, 120.0], [100.0, 100.0, 125.0], [100.0, 100.0, 130.0]])
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None, deadline=time.perf_counter() + 60.0)
+    obs.first_batch_s, obs.batch_times_s = 0.01, [0.002, 0.002]
+    obs.wait_s, obs.step_s = [0.2, 0.01, 0.01, 0.01], [0.004] * 4
+    obs.measured["other_programs_cores"] = 0.1
+    assert lesson03_workers.workers_too_few(obs) is None
+    why = obs.skipped["workers-too-few"]
+    assert why == ("num_workers=2 gave 1.25x the samples/s of num_workers=0 (median of 3 paired rounds), under the 1.3x the "
+                   "rule asks before advising more workers"), why
+    found = lesson03.input_bound(obs)
+    assert found is not None and found.fix.startswith("more workers measured 1.25x here, under the 1.3x the sweep asks"), found.fix

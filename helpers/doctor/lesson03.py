@@ -288,7 +288,10 @@ def input_bound(obs: Observation) -> Finding | None:
     if best is not None and gain is not None and best != obs.loader.num_workers:
         advice = f"set num_workers={best} (the sweep measured {gain:.2f}x the samples/s); then cheaper transforms or batched fetching (__getitems__)"
     elif best is not None:
-        advice = ("more workers measured no faster here (the sweep): make each item cheaper (decode, transforms) or fetch in "
+        needed = obs.measured.get("sweep_needed")
+        advice = (f"more workers measured {gain:.2f}x here, under the {needed}x the sweep asks: make each item cheaper "
+                  "(decode, transforms) or fetch in batches (__getitems__)" if gain is not None and needed else
+                  "more workers measured no faster here (the sweep): make each item cheaper (decode, transforms) or fetch in "
                   "batches (__getitems__)")
     else:
         advice = "make batches faster: cheaper transforms, batched fetching (__getitems__), or more workers if cores are free (a sweep: lesson 03)"

@@ -200,7 +200,7 @@ def workers_too_few(obs: Observation) -> Finding | None:
     cleared = [w for w in candidates if lowest[w] >= SWEEP_GAIN]  # every round (but one of 4+), not the median alone
     best = max(cleared or candidates, key=ratios.__getitem__)
     won = bool(cleared)
-    obs.measured.update(sweep_best=best if won else workers, sweep_gain=ratios[best])
+    obs.measured.update(sweep_best=best if won else workers, sweep_gain=ratios[best], sweep_needed=SWEEP_GAIN)
     if not won:
         others = obs.measured.get("other_programs_cores", 0.0)
         if ratios[best] >= SWEEP_GAIN:
@@ -214,6 +214,10 @@ def workers_too_few(obs: Observation) -> Finding | None:
                 f"paired rounds), under {SWEEP_GAIN}x, but other programs used {others:.1f} core(s) of this machine "
                 f"during the first pass ({usable_cpus()} usable here): the sweep may have been limited by them; sweep "
                 "again on a quiet machine")
+        else:  # measured, on a quiet machine: say what, so the silence can be read
+            obs.skipped["workers-too-few"] = (
+                f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
+                f"paired rounds), under the {SWEEP_GAIN}x the rule asks before advising more workers")
         return None
     return finding(
         "workers-too-few", "warning",
