@@ -72,10 +72,10 @@ class _Tagged(Dataset):
         return len(self.dataset)
 
     def __getitem__(self, index: Any) -> tuple[Hashable, int, Any]:
-        return _key(index), _worker(), self.dataset[index]
+        return _key(index), worker_id(), self.dataset[index]
 
     def _getitems(self, indices: list) -> list[tuple[Hashable, int, Any]]:
-        worker = _worker()
+        worker = worker_id()
         return [(_key(i), worker, item) for i, item in zip(indices, self.dataset.__getitems__(indices))]
 
 
@@ -86,7 +86,7 @@ class _TaggedStream(IterableDataset):
         self.dataset, self.sample_id = dataset, sample_id
 
     def __iter__(self) -> Iterator[tuple[Hashable, int, Any]]:
-        worker = _worker()
+        worker = worker_id()
         for item in self.dataset:
             yield _key(self.sample_id(item)), worker, item
 
@@ -111,7 +111,8 @@ def _key(value: Any) -> Hashable:
     return value
 
 
-def _worker() -> int:
+def worker_id() -> int:
+    """The DataLoader worker this code runs in, or MAIN in the main process."""
     info = get_worker_info()
     return MAIN if info is None else info.id
 

@@ -215,6 +215,12 @@ def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
         return args
 
 
+def unchanged(name: str, before: Any, after: Any, what: str) -> None:
+    """Fail naming `what` when the learner's `name` changed an argument the caller keeps using."""
+    if before != after:
+        raise Failed(f"{name} changed {what}: read it, do not sort, fill or edit it (the caller keeps using it)")
+
+
 def consistent_hints(models: Sequence[tuple[str, Callable[..., Any]]], answer: Callable[..., Any],
                      calls: Sequence[tuple[Any, ...]], same: Callable[[Any, Any], bool] = matches) -> list[str]:
     """The hints of `models` (hint, typical wrong answer) whose model returns what `answer` returns in every one of

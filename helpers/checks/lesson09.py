@@ -6,7 +6,7 @@ import operator
 from collections import Counter
 from typing import Any
 
-from helpers.checks.core import Answer, Failed, Wrong, consistent_hints, exercise
+from helpers.checks.core import Answer, Failed, Wrong, consistent_hints, exercise, unchanged
 from helpers.ledger import Ledger
 
 
@@ -19,11 +19,6 @@ def _ledger(epochs: dict[int, list[list[list[int]] | None]]) -> Ledger:
             for step, batch in enumerate(batches or []):
                 ledger.add(epoch, rank, step, batch)
     return ledger
-
-
-def _unchanged(name: str, before: Any, after: Any, what: str) -> None:
-    if before != after:
-        raise Failed(f"{name} changed {what}: read it, do not sort, fill or edit it (the caller keeps using it)")
 
 
 # ------------------------------------------------------------------ 09.1
@@ -152,7 +147,7 @@ def check_repeated_orders(answer: Answer) -> str:
         rows = given.to_rows()
         with answer.calling(call):
             got = _pairs(answer.name, answer.value(given))
-        _unchanged(call, rows, given.to_rows(), "the ledger's records")
+        unchanged(call, rows, given.to_rows(), "the ledger's records")
         if got == expected:
             continue
         flat = {r: [sum(e, []) if e is not None else "not recorded" for e in es] for r, es in epochs.items()}
@@ -257,7 +252,7 @@ def check_coverage_gaps(answer: Answer) -> str:
         given_rows = given.to_rows()
         with answer.calling(call):
             got = answer.value(given, epoch, n)
-        _unchanged(call, given_rows, given.to_rows(), "the ledger's records")
+        unchanged(call, given_rows, given.to_rows(), "the ledger's records")
         if not isinstance(got, tuple) or len(got) != 2 or not isinstance(got[1], dict):
             raise Failed(f"{call} returned {got!r}; expected a tuple (never delivered: a list, more than once: a dict)")
         if not isinstance(got[0], list):
@@ -345,8 +340,8 @@ def check_surprising_classes(answer: Answer) -> str:
                                                     "with z x sd rather than dividing by sd" if isinstance(exc, ZeroDivisionError)
                                                     else "")):
             got = answer.value(given_counts, given_shares, draws, z)
-        _unchanged(call, counts, given_counts, "counts")
-        _unchanged(call, shares, given_shares, "shares")
+        unchanged(call, counts, given_counts, "counts")
+        unchanged(call, shares, given_shares, "shares")
         if not isinstance(got, list):
             raise Failed(f"{call} returned {got!r}; expected a list of classes")
         got = [int(c) for c in got]

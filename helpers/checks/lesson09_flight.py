@@ -5,7 +5,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from helpers.checks.core import Answer, Case, Failed, Wrong, exercise
+from helpers.checks.core import Answer, Case, Failed, Wrong, exercise, unchanged
 
 # ------------------------------------------------------------------ 09.6
 
@@ -83,13 +83,9 @@ def check_held_back_s(answer: Answer) -> str:
     waits, ready = [(0.0, 1.0), (1.0, 2.0)], [1.0, 0.5]
     with answer.calling(f"{answer.name}({waits!r}, {ready!r})"):
         answer.value(waits, ready)
-    _unchanged(answer.name, (waits, ready), ([(0.0, 1.0), (1.0, 2.0)], [1.0, 0.5]), "waits or ready")
+    unchanged(answer.name, ([(0.0, 1.0), (1.0, 2.0)], [1.0, 0.5]), (waits, ready), "waits or ready")
     return passed
 
-
-def _unchanged(name: str, after: Any, before: Any, what: str) -> None:
-    if after != before:
-        raise Failed(f"{name} changed {what}: read them, do not pop, sort or edit them (the caller keeps using them)")
 
 
 # ------------------------------------------------------------------ 09.7
@@ -183,5 +179,5 @@ def check_slowest_share(answer: Answer) -> str:
     fetch_s = {0: 1.0, 1: 2.0}
     with answer.calling(call):
         answer.value(fetch_s, 1.0)
-    _unchanged(answer.name, fetch_s, {0: 1.0, 1: 2.0}, "fetch_s")
+    unchanged(answer.name, {0: 1.0, 1: 2.0}, fetch_s, "fetch_s")
     return passed

@@ -30,11 +30,10 @@ from torch.utils.data._utils.collate import default_collate
 from torch.utils.data._utils.pin_memory import pin_memory
 
 from helpers._validate import short
-from helpers.ledger import copy_class
+from helpers.ledger import MAIN, copy_class, worker_id
 from helpers.rebuild import rebuild
 
 CLOCK = "CLOCK_MONOTONIC" if hasattr(time, "clock_gettime") and hasattr(time, "CLOCK_MONOTONIC") else "perf_counter"
-MAIN = -1  # the worker id of the main process (num_workers=0)
 KINDS = ("fetch", "transform", "collate", "pin", "wait", "step")
 
 
@@ -90,11 +89,6 @@ class Event:
 def _thread_id() -> int:
     """This thread's native id, or 0 for the process's main thread (the trace names it after the process)."""
     return 0 if threading.current_thread() is threading.main_thread() else threading.get_native_id()
-
-
-def _worker() -> int:
-    info = get_worker_info()
-    return MAIN if info is None else info.id
 
 
 def _key(index: Any) -> Any:
@@ -230,7 +224,7 @@ class _RecordedStream(_Forwarding, IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         _forget()  # a persistent worker's last epoch may have left items its dropped last batch never collated
-        worker, items, n = _worker(), iter(self.dataset), 0
+        worker, items, n = worker_id(), iter(self.dataset), 0
         while True:
             _transforms().clear()
             start = now()
@@ -281,7 +275,7 @@ class _RecordCollate:
         start = now()
         batch = self.collate_fn(items)
         fetches = _fetches()
-        notes = _Notes(_worker(), os.getpid(), list(fetches), (start, now()))
+        notes = _Notes(worker_id(), os.getpid(), list(fetches), (start, now()))
         fetches.clear()
         return Flight(batch, notes)
 
