@@ -36,6 +36,9 @@ CASES: tuple[str, ...] = (
     "ddp_shuffle_no_distributed_sampler", "ddp_distributed_sampler_padded", "ddp_distributed_sampler_drop_last",
     "stream_uneven_shards_ranks", "stream_even_shards_ranks", "stream_worker_slices", "stateful_shuffle_buffer",
     "stateful_shuffle_buffer_saved", "stateful_generator_no_workers", "stateful_generator_workers", "stateful_distributed_sampler",
+    "flight_replica_slow_worker", "flight_stream_slow_shard", "flight_alternating_tasks", "flight_grouped_batches_hol",
+    "flight_huge_images_slow_samples", "flight_slow_samples_unordered", "flight_getitems_slow_samples",
+    "flight_lognormal_equal_workers", "flight_lazy_open_first_fetch", "flight_step_dominates",
 )
 
 # Every code the doctor reports, the two being added (threads-oversubscribed, busy-host) included.
@@ -44,6 +47,7 @@ CODES = frozenset({
     "pin-memory-missing", "unbalanced-batches", "class-weights-as-sample-weights", "no-replacement-weights",
     "iterable-duplicates", "copy-on-read", "shm-too-small", "threads-oversubscribed", "busy-host", "padding-waste",
     "epoch-order-repeats", "coverage-gap", "rank-overlap", "unequal-steps", "resume-mismatch", "not-picklable",
+    "slow-worker", "slow-samples", "head-of-line",
 })
 ERROR_CODES = frozenset({"loader-error", "class-weights-as-sample-weights", "iterable-duplicates", "rank-overlap",
                          "unequal-steps"})  # always severity error

@@ -259,6 +259,43 @@ def not_picklable() -> Plant:
     return Plant(DataLoader(Transformed(lambda x: x * 2), batch_size=16, num_workers=2, multiprocessing_context="fork"))
 
 
+class Readings(Dataset):
+    """384 readings of 32 features, each read in `ms` milliseconds (a wait, as a disk or network read is); `slow_ms` for
+    the ids in `slow`; `worker_ms` replaces `ms` in a worker whose worker_init_fn sets it (`slower_worker`)."""
+
+    def __init__(self, ms: float = 2.0, slow: tuple[int, ...] = (), slow_ms: float = 60.0) -> None:
+        self.ms, self.slow, self.slow_ms = ms, frozenset(slow), slow_ms
+
+    def __len__(self) -> int:
+        return 384
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep((self.slow_ms if int(i) in self.slow else self.ms) / 1000)
+        return torch.full((32,), float(i)), int(i) % 4
+
+
+def slower_worker(worker_id: int) -> None:
+    """Worker 0 reads at 4x the others' time per item (its own connection to a slower replica, say)."""
+    info = get_worker_info()
+    if worker_id == 0 and info is not None:
+        info.dataset.ms *= 4
+
+
+def slow_worker() -> Plant:
+    """2 workers reading 2 ms items, worker 0 at 8 ms per item."""
+    return Plant(DataLoader(Readings(), batch_size=8, num_workers=2, worker_init_fn=slower_worker), budget_s=10.0)
+
+
+def slow_samples() -> Plant:
+    """No workers; 5 of 384 items take 60 ms to read, the others 2 ms (5 of 48 batches hold one)."""
+    return Plant(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8), budget_s=10.0)
+
+
+def head_of_line() -> Plant:
+    """2 workers in order; 5 slow items, all in batches worker 1 reads (batches 1, 11, 21, 31, 41: odd ones)."""
+    return Plant(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8, num_workers=2), budget_s=10.0)
+
+
 def _is_plant(value: Any) -> bool:
     """A function of this module taking no argument and returning a Plant."""
     return (inspect.isfunction(value) and value.__module__ == __name__ and value.__annotations__.get("return") == "Plant"

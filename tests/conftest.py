@@ -32,7 +32,7 @@ TIERS = {
              "test_streaming.py", "test_timing.py", "test_transfer.py", "test_transfer_bench.py",
              "test_workloads.py"),
     "process": ("test_clinic.py", "test_ddp.py", "test_doctor.py", "test_doctor_corpus.py", "test_doctor_ledger.py",
-                "test_doctor_pickling.py", "test_doctor_threads.py", "test_doctor_xray.py", "test_flight.py", "test_loading_bench.py", "test_notebook_client.py",
+                "test_doctor_flight.py", "test_doctor_pickling.py", "test_doctor_threads.py", "test_doctor_xray.py", "test_flight.py", "test_loading_bench.py", "test_notebook_client.py",
                 "test_streaming_demos.py", "test_stress.py", "test_workshop_kit.py"),
     "notebook": ("test_exercises.py",),
     "browser": ("test_browser.py", "test_site.py"),

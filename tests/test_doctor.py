@@ -471,6 +471,11 @@ EVIDENCE = {  # per code: a check of the finding beyond its code, from the plant
     "coverage-gap": lambda f: f.evidence["missing"] == 12 and f.evidence["expected"] == 60,  # shard 4 of 5, 12 items each
     "rank-overlap": lambda f: f.evidence["shared"] == 256 == f.evidence["rank_samples"],  # both ranks read all 256
     "unequal-steps": lambda f: f.evidence["steps"] == {"0": 6, "1": 4},  # 3 shards of 16 in 8s against 2
+    # the flight recorder's rules (lesson 09 section 9): worker 0 reads at 4x (8 ms against 2 ms); 5 reads of 60 ms
+    "slow-worker": lambda f: f.evidence["worker"] == 0 and 3 < f.evidence["ratio"] < 5 and "the worker is" in f.message,
+    "slow-samples": lambda f: sorted(f.evidence["samples"]) == [11, 90, 170, 250, 330],
+    "head-of-line": lambda f: f.evidence["gain"] >= doctor.RULES["head-of-line"].thresholds["HOL_GAIN"][0]
+    and f.evidence["held_s"] >= 0.1 * f.evidence["reading_s"],
     # resumed after 15 of 30 batches: the 15 items left in the buffer of 16 never come; the epoch boundary resumes right
     "resume-mismatch": lambda f: f.severity == "error" and f.evidence["lost"] == [15, 0] and f.evidence["points"] == ["mid-epoch"],
 }

@@ -147,6 +147,12 @@ def test_record_stops_after_the_batches_asked_and_times_the_last_step():
     assert [e.batch for e in step] == [0, 1, 2] and all(e.seconds >= 0.02 for e in step)
 
 
+def test_record_stops_after_the_batch_that_ends_past_its_seconds():
+    """Steps of 100 ms and 0.25 s asked: the third step ends past it (0.3 s), and reading stops there, of 8 batches."""
+    recorder = flight.FlightRecorder(DataLoader(Items(), batch_size=8)).record(step=lambda b: time.sleep(0.1), seconds=0.25)
+    assert recorder.batches == 3
+
+
 def test_pin_memory_is_torchs_copy_noted_with_its_thread():
     notes = _Notes(0, 1, [], (0.0, 1.0))
     pinned = Flight([1, 2], notes).pin_memory()
@@ -226,6 +232,8 @@ def test_events_on_one_thread_nest_or_follow_each_other(workers):
     (lambda: flight.FlightRecorder([1, 2]), "loader must be a torch DataLoader, got [1, 2]"),
     (lambda: flight.FlightRecorder(DataLoader(Items())).record(batches=0), "batches must be a whole number of 1 or more"),
     (lambda: flight.FlightRecorder(DataLoader(Items())).record(step=5), "step must be a function taking a batch, or None, got 5"),
+    (lambda: flight.FlightRecorder(DataLoader(Items())).record(seconds=0), "seconds must be a number above 0, or None, got 0"),
+    (lambda: flight.FlightRecorder(DataLoader(Items())).record(seconds=True), "seconds must be a number above 0, or None, got True"),
     (lambda: flight.workers(flight.FlightRecorder(DataLoader(Items()))), "the recording holds no batch"),
     (lambda: flight.slowest([], k=1), "the recording holds no batch"),
     (lambda: flight.slowest([_event("wait", 0, 0, 1)], k=0), "k must be a whole number of 1 or more, got 0"),

@@ -59,6 +59,7 @@ class Observation:
     resume: bool = False  # check a resumed run against an uninterrupted one
     make_loader: Callable[..., DataLoader] | None = None  # builds the loader afresh, as a new launch of the script would
     received: Any = None  # what the ledger rules read (helpers.doctor.lesson09.Received)
+    flight: Any = None  # the flight recording the lesson-09 flight rules share (helpers.doctor.lesson09_flight)
 
     @property
     def iterable(self) -> bool:

@@ -344,15 +344,21 @@ class FlightRecorder:
             tid, start, end = notes.pin
             self.events.append(Event("pin", "pin", start, end, number, pid=os.getpid(), tid=tid, epoch=epoch))
 
-    def record(self, step: Callable[[Any], Any] | None = None, batches: int | None = None) -> FlightRecorder:
-        """Read `batches` batches (None: one epoch), passing each to `step` when given; returns self."""
+    def record(self, step: Callable[[Any], Any] | None = None, batches: int | None = None,
+               seconds: float | None = None) -> FlightRecorder:
+        """Read `batches` batches (None: one epoch), passing each to `step` when given, stopping after the batch whose step
+        ends past `seconds` of reading when given; returns self."""
         if step is not None and not callable(step):
             raise TypeError(f"step must be a function taking a batch, or None, got {short(step)}")
         if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
             raise ValueError(f"batches must be a whole number of 1 or more, or None for an epoch, got {short(batches)}")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                    or not 0 < seconds < float("inf")):
+            raise ValueError(f"seconds must be a number above 0, or None, got {short(seconds)}")
+        end = now() + seconds if seconds is not None else float("inf")
         for read, batch in enumerate(self, start=1):
             if step is not None:
                 step(batch)
-            if batches is not None and read >= batches:
+            if (batches is not None and read >= batches) or now() >= end:
                 break
         return self

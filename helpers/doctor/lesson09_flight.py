@@ -1,0 +1,338 @@
+"""The doctor's rules read from a flight recording (helpers.flight): a slow worker, slow samples, head-of-line waits (lesson 09).
+
+One recording serves the three rules: the loader read again through a FlightRecorder, with the step when there is one,
+for the first of them that runs. A cause a finding names is measured: a worker is slower in both halves of the
+recording, and whether its samples or the worker is to blame comes from fetching some of its samples and some of the
+others' again in this process; a slow sample is one that is slow again when fetched again; what in_order=False saves
+is measured in interleaved rounds against the loader as given.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from itertools import zip_longest
+from typing import Any
+
+from helpers.doctor.findings import Finding
+from helpers.doctor.measure import summary
+from helpers.doctor.reading import THREAD_PREFIX, alternating_rates, stop_workers
+from helpers.doctor.registry import Observation, finding, rule
+from helpers.flight import Event, FlightRecorder, head_of_line_s, reading_s, waiting_share
+from helpers.rebuild import rebuild
+
+LESSON = "09_what_the_model_saw"
+SECTION = "9. Inside the workers: a flight recorder"
+
+SLOW_WORKER_RATIO = 2.0   # a worker's median fetch time per sample over the other workers' (the median of their medians)
+HALF_RATIO = 1.5          # ... and at least this in each half of the recording: one stretch of bad luck is not a slow worker
+MIN_FETCHES = 8           # fetches per worker before workers are compared
+SLOW_SAMPLE_RATIO = 10.0  # a slow sample's fetch over the median fetch, in the recording ...
+AGAIN_RATIO = 5.0         # ... and fetched again in this process, over the median of typical samples fetched again
+FEW_SHARE = 0.05          # "a few": at most this share of the samples recorded
+SLOW_SAMPLES_SHARE = 0.25  # the slow samples' share of all fetch time
+MIN_SAMPLES = 32          # samples recorded before slow samples are looked for
+WAITED_SHARE = 0.1        # with a step, the loop must wait at least this share of its time for a slow worker or sample to cost it
+HOL_SHARE = 0.1           # head-of-line seconds over the recording's reading time before in_order=False is measured
+HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of interleaved rounds (each above 1)
+RECORD_BATCHES = 48       # batches recorded at most (and at least 6 per worker when time allows)
+AGAIN_SAMPLES = 8         # samples of each kind fetched again
+
+
+def _recording(obs: Observation) -> FlightRecorder | None:
+    """The loader read through a FlightRecorder in this rule's slot (the first of these rules to run records it)."""
+    if obs.flight is not None or "flight" in obs.skipped:
+        return obs.flight
+    length = _length(obs.loader)
+    wanted = min(RECORD_BATCHES, length) if length else RECORD_BATCHES
+    need = obs.first_batch_s + max(6 * obs.loader.num_workers, 12) * obs.steady_batch_s
+    if not math.isfinite(need) or not obs.borrow(min(need, 0.5 * obs.left())):
+        obs.skipped["flight"] = "no time was left in the budget for a flight recording"
+        return None
+    seconds = max(0.5, obs.slot_left())
+    copy = rebuild(obs.loader, timeout=seconds) if obs.loader.num_workers else obs.loader
+    recorder = FlightRecorder(copy)
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            recorder.record(step=obs.step, batches=wanted, seconds=seconds)
+        except Exception as exc:  # noqa: BLE001 - the rules say why they did not judge
+            failed.append(exc)
+        finally:
+            stop_workers(recorder.loader)
+
+    thread = threading.Thread(target=read, daemon=True, name=THREAD_PREFIX + "flight")
+    thread.start()
+    thread.join(seconds + max(1.0, obs.first_batch_s))
+    if thread.is_alive() or failed or recorder.batches < 2:
+        why = ("it did not end in time" if thread.is_alive() else f"it stopped: {summary(failed[0])}" if failed
+               else "it read fewer than 2 batches")
+        obs.skipped["flight"] = f"the flight recording read {recorder.batches} batch(es) and {why}"
+        return None
+    obs.flight = recorder
+    obs.measured.update(flight_batches=recorder.batches, flight_waiting_share=round(waiting_share(recorder), 3))
+    return recorder
+
+
+def _length(loader: Any) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def _loop_waits(obs: Observation, recorder: FlightRecorder, code: str, what: str) -> bool:
+    """Whether the loop waited for batches long enough for `what` to cost it (always, without a step: reading is all it does)."""
+    share = waiting_share(recorder)
+    if obs.step is None or share >= WAITED_SHARE:
+        return True
+    obs.skipped[code] = (f"{what}, but the loop waited for batches {share:.0%} of its time (under {WAITED_SHARE:.0%}): "
+                         "the step sets the pace, and the workers keep ahead of it")
+    return False
+
+
+def _fetches(recorder: FlightRecorder) -> list[Event]:
+    return [e for e in recorder.events if e.kind == "fetch"]
+
+
+def _refetchable(obs: Observation, fetches: list[Event]) -> str:
+    """Why the samples cannot be fetched again by their ids here, or "" when they can."""
+    if obs.iterable:
+        return "a stream's items cannot be fetched again by id"
+    if any(e.samples != 1 for e in fetches):
+        return "the dataset fetches whole batches (__getitems__), so its samples' times cannot be told apart"
+    return ""
+
+
+def _fetch_again(dataset: Any, ids: list[Any], deadline: float) -> list[float] | None:
+    """Seconds each `dataset[i]` takes in this process, in a doctor thread (a hung fetch is left there), or None when they
+    did not all end by `deadline` or one raised."""
+    times: list[float] = []
+
+    def fetch() -> None:
+        for i in ids:
+            started = time.perf_counter()
+            dataset[i]
+            times.append(time.perf_counter() - started)
+
+    thread = threading.Thread(target=fetch, daemon=True, name=THREAD_PREFIX + "fetch-again")
+    thread.start()
+    thread.join(max(0.0, deadline - time.perf_counter()))
+    return times if len(times) == len(ids) else None
+
+
+def _typical(fetches: list[Event], n: int, avoid: set[Any]) -> list[Any]:
+    """`n` sample ids whose recorded fetch times lie nearest the median, none of `avoid`."""
+    median = statistics.median(e.seconds for e in fetches)
+    near = sorted((e for e in fetches if e.sample not in avoid), key=lambda e: abs(e.seconds - median))
+    return list(dict.fromkeys(e.sample for e in near))[:n]
+
+
+def _records(obs: Observation) -> bool:
+    return obs.batches >= 2
+
+
+@rule("slow-worker", severities=("warning",), phase="measure", budget=0.5, planted="slow_worker",
+      applies=lambda obs: _records(obs) and obs.loader.num_workers >= 2, taught_in=(LESSON, SECTION),
+      thresholds={"SLOW_WORKER_RATIO": (SLOW_WORKER_RATIO, "a worker's median fetch time per sample over the others'"),
+                  "HALF_RATIO": (HALF_RATIO, "the same in each half of the recording")})
+def slow_worker(obs: Observation) -> Finding | None:
+    """One worker markedly slower per sample than the others, in both halves of the recording: named, with its samples,
+    and whether they or the worker are slow, from fetching some of each again in this process."""
+    if obs.loader.num_workers < 2:
+        return None
+    recorder = _recording(obs)
+    if recorder is None:
+        return None
+    fetches = _fetches(recorder)
+    per: dict[int, list[Event]] = {}
+    for e in fetches:
+        per.setdefault(e.worker, []).append(e)  # type: ignore[arg-type]
+    if len(per) < 2 or min(len(v) for v in per.values()) < MIN_FETCHES:
+        obs.skipped["slow-worker"] = (f"the recording holds {', '.join(f'{len(v)}' for v in per.values()) or 'no'} fetch(es) "
+                                      f"per worker; comparing workers needs {MIN_FETCHES} each from 2 workers")
+        return None
+    middle = (min(e.start for e in fetches) + max(e.end for e in fetches)) / 2
+    ratio, worker, others_ms = _slowest(per)
+    halves = [_slowest({w: [e for e in v if (e.start < middle) == first] for w, v in per.items()}) for first in (True, False)]
+    obs.measured["worker_median_fetch_ms"] = {w: round(1000 * _per_sample(v), 2) for w, v in sorted(per.items())}
+    if ratio < SLOW_WORKER_RATIO:
+        return None
+    if any(h[1] != worker or h[0] < HALF_RATIO for h in halves):
+        obs.skipped["slow-worker"] = (f"worker {worker} was {ratio:.1f}x slower per sample over the recording, but not in "
+                                      f"both halves of it (each at least {HALF_RATIO}x): a stretch of bad luck (other programs "
+                                      "on its core), not a slower worker")
+        return None
+    if not _loop_waits(obs, recorder, "slow-worker", f"worker {worker} was {ratio:.1f}x slower per sample than the others"):
+        return None
+    mine = list(dict.fromkeys(e.sample for e in per[worker]))
+    cause, fix = _whose(obs, fetches, per, worker)
+    return finding(
+        "slow-worker", "warning",
+        f"worker {worker} took {_per_sample(per[worker]) * 1000:.1f} ms per sample (median of {len(per[worker])} fetches) against "
+        f"{others_ms:.1f} ms on the other workers, {ratio:.1f}x, in both halves of a recording of {recorder.batches} batches; "
+        f"its samples: {', '.join(str(s) for s in mine[:12])}{' ...' if len(mine) > 12 else ''}. {cause}",
+        fix, worker=worker, ratio=round(ratio, 2), worker_ms=round(_per_sample(per[worker]) * 1000, 2),
+        others_ms=round(others_ms, 2), samples=mine[:50])
+
+
+def _per_sample(fetches: list[Event]) -> float:
+    return statistics.median(e.seconds / max(e.samples, 1) for e in fetches)
+
+
+def _slowest(per: dict[int, list[Event]]) -> tuple[float, int, float]:
+    """(ratio, worker, others' ms): the worker with the largest median time per sample, over the others' median of medians."""
+    medians = {w: _per_sample(v) for w, v in per.items() if v}
+    if len(medians) < 2:
+        return 0.0, -2, math.nan
+    worker = max(medians, key=medians.get)  # type: ignore[arg-type]
+    others = statistics.median(m for w, m in medians.items() if w != worker)
+    return medians[worker] / max(others, 1e-9), worker, 1000 * others
+
+
+def _whose(obs: Observation, fetches: list[Event], per: dict[int, list[Event]], worker: int) -> tuple[str, str]:
+    """Whether the worker's samples or the worker is slow, by fetching some of each again here: (what was measured, the fix)."""
+    samples_fix = ("spread the slow samples over the workers: shuffle the order batches are made in (a sampler that groups "
+                   "long samples, then deals batches to workers in turn, gives one worker all the long ones), or balance the "
+                   "shards by size rather than by count")
+    worker_fix = ("look at what differs in that worker: your worker_init_fn for its id, the files or connections it opened, "
+                  "its thread or CPU-affinity settings")
+    why_not = _refetchable(obs, fetches)
+    if why_not:
+        return (f"Whether its samples or the worker are slow was not measured: {why_not}.",
+                f"if its samples are the large ones, {samples_fix}; if not, {worker_fix}")
+    mine = _typical(per[worker], AGAIN_SAMPLES, set())
+    others = _typical([e for w, v in per.items() if w != worker for e in v], AGAIN_SAMPLES, set(mine))
+    order = [i for pair in zip(mine, others) for i in pair]  # interleaved: a change in the machine hits both
+    times = _fetch_again(obs.loader.dataset, _typical(fetches, 1, set()) + order, obs.deadline)  # a warm-up fetch first
+    if times is None:
+        return ("Whether its samples or the worker are slow was not measured: fetching them again here did not end in time.",
+                f"if its samples are the large ones, {samples_fix}; if not, {worker_fix}")
+    again = dict(zip(order, times[1:]))
+    ratio = statistics.median(again[i] for i in mine) / max(statistics.median(again[i] for i in others), 1e-9)
+    obs.measured["slow_worker_samples_again_ratio"] = round(ratio, 2)
+    if ratio >= HALF_RATIO:
+        return (f"Fetched again in this process, {len(mine)} of its samples took {ratio:.1f}x as long as {len(others)} of the "
+                "others': its samples are slower, not the worker.", samples_fix)
+    return (f"Fetched again in this process, {len(mine)} of its samples took {ratio:.1f}x as long as {len(others)} of the "
+            "others': the samples are not slower, the worker is.", worker_fix)
+
+
+@rule("slow-samples", severities=("warning",), phase="measure", budget=0.25, planted="slow_samples", applies=_records,
+      taught_in=(LESSON, SECTION),
+      thresholds={"SLOW_SAMPLE_RATIO": (SLOW_SAMPLE_RATIO, "a slow sample's fetch over the median fetch"),
+                  "SLOW_SAMPLES_SHARE": (SLOW_SAMPLES_SHARE, "share of all fetch time the slow samples (at most 5 % of them) took")})
+def slow_samples(obs: Observation) -> Finding | None:
+    """A few samples (at most FEW_SHARE of those read), each SLOW_SAMPLE_RATIO times the median fetch and slow again when
+    fetched again here, taking SLOW_SAMPLES_SHARE of all fetch time: named."""
+    recorder = _recording(obs)
+    if recorder is None:
+        return None
+    fetches = _fetches(recorder)
+    if any(e.samples != 1 for e in fetches):
+        obs.skipped["slow-samples"] = "the dataset fetches whole batches (__getitems__): its samples' times cannot be told apart"
+        return None
+    if len(fetches) < MIN_SAMPLES:
+        obs.skipped["slow-samples"] = f"the recording holds {len(fetches)} fetches; looking for slow samples needs {MIN_SAMPLES}"
+        return None
+    median = statistics.median(e.seconds for e in fetches)
+    total = sum(e.seconds for e in fetches)
+    slow = sorted((e for e in fetches if e.seconds >= SLOW_SAMPLE_RATIO * median), key=lambda e: -e.seconds)
+    share = sum(e.seconds for e in slow) / max(total, 1e-12)
+    obs.measured["slow_sample_fetches"] = len(slow)
+    if not slow or share < SLOW_SAMPLES_SHARE:
+        return None
+    if len(slow) > FEW_SHARE * len(fetches):
+        obs.skipped["slow-samples"] = (f"{len(slow)} of {len(fetches)} fetches took {SLOW_SAMPLE_RATIO:g}x the median or more "
+                                       f"({share:.0%} of the fetch time): a long tail of many samples, not a few to name")
+        return None
+    why_not = _refetchable(obs, fetches)
+    if why_not:
+        obs.skipped["slow-samples"] = (f"{len(slow)} fetch(es) took {share:.0%} of the fetch time, but whether the samples "
+                                       f"are slow or the moment was (other programs, a cold cache) was not measured: {why_not}")
+        return None
+    named = list(dict.fromkeys(e.sample for e in slow))[:10]
+    warm_up, *typical = _typical(fetches, AGAIN_SAMPLES + 1, set(named))  # the first fetch may open a file: not compared
+    order = [warm_up] + [i for pair in zip_longest(named, typical) for i in pair if i is not None]  # interleaved
+    times = _fetch_again(obs.loader.dataset, order, min(obs.deadline, time.perf_counter() + max(obs.slot_left(), 1.0)))
+    if times is None:
+        obs.skipped["slow-samples"] = (f"{len(slow)} fetch(es) took {share:.0%} of the fetch time, but fetching them again "
+                                       "here did not end in its share of the budget")
+        return None
+    again = dict(zip(order[1:], times[1:]))
+    base = statistics.median(again[i] for i in typical)
+    confirmed = [i for i in named if again[i] >= AGAIN_RATIO * base]
+    slow = [e for e in slow if e.sample in confirmed]
+    share = sum(e.seconds for e in slow) / max(total, 1e-12)
+    if share < SLOW_SAMPLES_SHARE:
+        obs.skipped["slow-samples"] = (f"{len(named)} sample(s) were slow in the recording, but fetched again here "
+                                       f"{len(named) - len(confirmed)} of them took under {AGAIN_RATIO:g}x a typical one "
+                                       "(the moment was slow: other programs, a cold cache or a file opened on first use)")
+        return None
+    if not _loop_waits(obs, recorder, "slow-samples", f"{len(confirmed)} sample(s) took {share:.0%} of the fetch time"):
+        return None
+    shown = ", ".join(f"{i} ({1000 * max(e.seconds for e in slow if e.sample == i):.0f} ms)" for i in confirmed)
+    return finding(
+        "slow-samples", "warning",
+        f"{len(confirmed)} of {len(fetches)} samples fetched took {share:.0%} of all fetch time, each over "
+        f"{SLOW_SAMPLE_RATIO:g}x the median fetch ({1000 * median:.1f} ms): {shown}; fetched again in this process each took "
+        f"{AGAIN_RATIO:g}x a typical sample or more, so the samples are slow, not the moment",
+        "look at what these samples are (a large file, a long clip, a remote read) and make them cheaper before training: "
+        "resize or split them offline, cache them decoded, or move them to faster storage; a worker stuck on one also holds "
+        "back the batches behind it (head-of-line, lesson 09 section 9)",
+        samples=confirmed, share=round(share, 3), median_ms=round(1000 * median, 2), fetches=len(fetches))
+
+
+def _holds(obs: Observation) -> bool:
+    """head-of-line measures: 2+ workers, in_order=True, and the recording shows the loop held on a batch while a later was ready."""
+    if obs.flight is None or obs.loader.num_workers < 2 or not getattr(obs.loader, "in_order", True):
+        return False
+    start, end = reading_s(obs.flight)
+    return head_of_line_s(obs.flight) >= HOL_SHARE * (end - start)
+
+
+@rule("head-of-line", severities=("warning",), phase="measure", budget=1.0, planted="head_of_line", applies=_holds,
+      taught_in=(LESSON, SECTION),
+      thresholds={"HOL_SHARE": (HOL_SHARE, "head-of-line seconds over the recording's reading time, before measuring"),
+                  "HOL_GAIN": (HOL_GAIN, "in_order=False's samples/s over the loader's, median of interleaved rounds")})
+def head_of_line(obs: Observation) -> Finding | None:
+    """The loop waited on a batch while a later one, from another worker, was ready: in_order=False measured against the
+    loader as given, reading alone, in interleaved rounds."""
+    if not _holds(obs):
+        return None
+    recorder = obs.flight
+    start, end = reading_s(recorder)
+    held = head_of_line_s(recorder)
+    workers = obs.loader.num_workers
+    batch_s = max(obs.steady_batch_s, 1e-4)
+    per_turn = min(200, max(4 * workers, math.ceil(0.5 / batch_s)))
+    need = 2 * (2 * (per_turn + workers * (obs.loader.prefetch_factor or 2)) * batch_s) + 2 * obs.first_batch_s
+    had = obs.slot_left()
+    if obs.borrow(need):
+        had = obs.slot_left()
+    timeout = max(1.0, obs.slot_left())
+    pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
+            rebuild(obs.loader, persistent_workers=True, timeout=timeout, in_order=False)]
+    rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
+    ratios = [unordered / given for given, unordered in rounds if given > 0]
+    if len(ratios) < 2:
+        obs.skipped["head-of-line"] = (f"the loop waited {held:.2f} s on a batch while a later one was ready, but the "
+                                       f"comparison with in_order=False ran {len(ratios)} round(s) of the 2 it needs; "
+                                       + obs.too_short(need, had))
+        return None
+    gain = statistics.median(ratios)
+    obs.measured["in_order_false_gain"] = [round(r, 2) for r in ratios]
+    if gain < HOL_GAIN or min(ratios) <= 1.0:
+        return None
+    return finding(
+        "head-of-line", "warning",
+        f"the loop waited {held:.2f} s of {end - start:.2f} s ({held / (end - start):.0%}) on a batch while another worker's later "
+        f"batch was ready (the recording's upper bound, the queue's transit included); reading with in_order=False gave "
+        f"{gain:.2f}x the samples/s (median of {len(ratios)} interleaved rounds, reading alone, without your step)",
+        "DataLoader(..., in_order=False) hands over batches as they are ready, and sends fewer to a worker that falls "
+        "behind; the order then changes from run to run (not reproducible, and torch's docstring warns it can skew the "
+        "class mix with imbalanced data). Or remove the cause: the slow samples or slow worker behind the wait",
+        held_s=round(held, 3), reading_s=round(end - start, 3), gain=round(gain, 3), rounds=len(ratios))
+

@@ -1,0 +1,199 @@
+"""The doctor's flight-recorder rules (lesson 09 section 9) beyond their planted faults: causes named, look-alikes silent.
+
+Each loader's reads are waits (time.sleep), so its design, not the machine's load, sets the times the rules judge.
+The rules are called on an Observation filled in by hand (the first pass's figures they use), without the rest of a
+diagnosis; the planted faults run through diagnose() in tests/test_doctor.py.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, get_worker_info
+
+from doctor_corpus.planted import Readings, slower_worker
+from helpers import doctor
+
+pytestmark = pytest.mark.usefixtures("no_process_left")  # tests/conftest.py: every worker stopped
+
+FLIGHT_CODES = ("slow-worker", "slow-samples", "head-of-line")
+
+
+def observe(loader: DataLoader, step=None, budget_s: float = 8.0, batch_s: float = 0.02) -> doctor.Observation:
+    """An Observation as the first pass leaves it: 8 batches read, the first in 0.1 s, then `batch_s` each."""
+    return doctor.Observation(loader, step, deadline=time.perf_counter() + budget_s, budget_s=budget_s, batches=8, samples=64,
+                              first_batch_s=0.1, batch_times_s=[batch_s] * 7)
+
+
+def judge(obs: doctor.Observation) -> dict[str, doctor.Finding]:
+    """The three rules in their registered order, as the doctor runs them: {code: finding} for those that found."""
+    found = {}
+    for code in FLIGHT_CODES:
+        rule = doctor.RULES[code]
+        if rule.applies is None or rule.applies(obs):
+            result = rule.check(obs)
+            if result is not None:
+                found[code] = result
+    return found
+
+
+def test_workers_of_equal_speed_are_silent():
+    obs = observe(DataLoader(Readings(), batch_size=8, num_workers=2))
+    assert judge(obs) == {}, obs.skipped
+    medians = obs.measured["worker_median_fetch_ms"]
+    assert len(medians) == 2 and all(1.9 < ms < 6 for ms in medians.values()), medians  # 2 ms sleeps, both workers
+
+
+class LogNormal(Dataset):
+    """Items whose read time is lognormal around `median_ms` with spread `sigma`, seeded per item."""
+
+    def __init__(self, median_ms: float, sigma: float) -> None:
+        self.median_ms, self.sigma = median_ms, sigma
+
+    def __len__(self) -> int:
+        return 384
+
+    def __getitem__(self, i: int):
+        z = torch.randn((), generator=torch.Generator().manual_seed(i)).item()
+        time.sleep(self.median_ms * math.exp(self.sigma * z) / 1000)
+        return torch.zeros(4), 0
+
+
+def test_a_spread_of_item_times_is_no_slow_sample():
+    """Sigma 1: about 1 % of items take 10x the median, holding about 10 % of the time: no few samples to name."""
+    obs = observe(DataLoader(LogNormal(2.0, 1.0), batch_size=8))
+    assert judge(obs) == {}, obs.skipped
+    assert "slow-samples" not in obs.skipped
+
+
+def test_a_long_tail_of_many_slow_items_is_not_named_as_a_few():
+    """Sigma 2: about 12 % of items take 10x the median (over 5 %) and most of the time: a tail, not a few to name."""
+    obs = observe(DataLoader(LogNormal(0.5, 2.0), batch_size=8))
+    assert judge(obs) == {}
+    assert "a long tail of many samples, not a few to name" in obs.skipped["slow-samples"], obs.skipped
+
+
+class LazyOpen(Readings):
+    """Each process's first read opens the 'file' (600 ms), as an HDF5 dataset opened lazily in __getitem__ does."""
+
+    opened = False
+
+    def __getitem__(self, i: int):
+        if not self.opened:
+            time.sleep(0.6)
+            self.opened = True
+        return super().__getitem__(i)
+
+
+def test_a_file_opened_on_first_use_is_no_slow_sample():
+    """The worker's first fetch takes 600 ms (44 % of the fetch time); fetched again here, after a warm-up fetch has opened
+    this process's file, it takes 2 ms: the moment was slow, not the sample."""
+    obs = observe(DataLoader(LazyOpen(), batch_size=8, num_workers=1))
+    assert judge(obs) == {}
+    assert "the moment was slow" in obs.skipped["slow-samples"], obs.skipped
+
+
+def test_a_slow_worker_behind_a_slower_step_is_silent():
+    """Worker 0 reads at 8 ms, worker 1 at 2 ms: 2 batches per 64 ms, against a step of 60 ms per batch the loop waits
+    only for the first batches."""
+    obs = observe(DataLoader(Readings(), batch_size=8, num_workers=2, worker_init_fn=slower_worker),
+                  step=lambda batch: time.sleep(0.06), batch_s=0.06, budget_s=12.0)
+    assert judge(obs) == {}
+    assert "the step sets the pace" in obs.skipped["slow-worker"], obs.skipped
+    assert obs.measured["worker_median_fetch_ms"][0] > 3 * obs.measured["worker_median_fetch_ms"][1]
+
+
+class LongThenShort(Sampler[list[int]]):
+    """Batches of 8 alternating between items 0-191 (slow) and 192-383 (fast): batches go to 2 workers in turn, so worker
+    0 reads every slow one, as a length-grouping sampler that deals long and short batches in turn would arrange."""
+
+    def __iter__(self):
+        for b in range(24):
+            yield list(range(8 * b, 8 * b + 8))
+            yield list(range(192 + 8 * b, 192 + 8 * b + 8))
+
+    def __len__(self) -> int:
+        return 48
+
+
+class HalfSlow(Readings):
+    """Items 0-191 read in 8 ms, the rest in 2 ms."""
+
+    def __getitem__(self, i: int):
+        time.sleep(0.008 if i < 192 else 0.002)
+        return torch.full((32,), float(i)), 0
+
+
+def test_a_worker_dealt_the_slow_samples_is_named_with_its_samples_as_the_cause():
+    obs = observe(DataLoader(HalfSlow(), batch_sampler=LongThenShort(), num_workers=2))
+    found = judge(obs)
+    assert "slow-worker" in found, obs.skipped
+    finding = found["slow-worker"]
+    assert finding.evidence["worker"] == 0 and set(finding.evidence["samples"]) <= set(range(192))
+    assert "its samples are slower, not the worker" in finding.message
+    assert obs.measured["slow_worker_samples_again_ratio"] > 2  # 8 ms against 2 ms, fetched again here
+
+
+class SlowAtFirst(Readings):
+    """Worker 0's first 100 reads take 8 ms (a cache warming), the rest 2 ms: slow over the whole, not in both halves."""
+
+    count = 0
+
+    def __getitem__(self, i: int):
+        info = get_worker_info()
+        self.count += 1
+        time.sleep(0.008 if info is not None and info.id == 0 and self.count <= 100 else 0.002)
+        return torch.full((32,), float(i)), 0
+
+
+def test_a_worker_slow_in_one_half_only_is_no_slow_worker():
+    obs = observe(DataLoader(SlowAtFirst(), batch_size=8, num_workers=2))
+    assert "slow-worker" not in judge(obs)
+    assert "not in both halves" in obs.skipped["slow-worker"], obs.skipped
+
+
+class ShardStream(IterableDataset):
+    """192 items per worker; worker 0's shard on slower storage (8 ms a read, 2 ms for the other)."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        slow = info is not None and info.id == 0
+        for n in range(192):
+            time.sleep(0.008 if slow else 0.002)
+            yield torch.full((32,), float(n))
+
+
+def test_a_streams_slow_worker_is_named_without_a_cause():
+    obs = observe(DataLoader(ShardStream(), batch_size=8, num_workers=2))
+    found = judge(obs)
+    assert found["slow-worker"].evidence["worker"] == 0
+    assert "was not measured: a stream's items cannot be fetched again by id" in found["slow-worker"].message
+
+
+class Batched(Readings):
+    """The planted slow samples, fetched a batch at a time (__getitems__): a fetch is a batch, not a sample."""
+
+    def __getitems__(self, indices: list[int]):
+        return [self[i] for i in indices]
+
+
+def test_batched_fetches_are_not_judged_as_samples():
+    obs = observe(DataLoader(Batched(slow=(11, 90, 170, 250, 330)), batch_size=8))
+    assert "slow-samples" not in judge(obs)
+    assert "fetches whole batches" in obs.skipped["slow-samples"], obs.skipped
+
+
+def test_in_order_false_already_is_no_head_of_line():
+    obs = observe(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8, num_workers=2, in_order=False))
+    found = judge(obs)
+    assert "head-of-line" not in found and "slow-samples" in found  # the samples are still slow
+
+
+def test_the_recording_is_shared_and_says_when_it_could_not_run():
+    """One recording for the three rules; with no budget left, each stays silent and the doctor says why once."""
+    obs = observe(DataLoader(Readings(), batch_size=8, num_workers=2), budget_s=0.01)
+    time.sleep(0.02)
+    assert judge(obs) == {}
+    assert obs.skipped["flight"] == "no time was left in the budget for a flight recording" and obs.flight is None
