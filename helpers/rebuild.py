@@ -6,19 +6,22 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 CHANGEABLE = frozenset({"num_workers", "timeout", "persistent_workers", "worker_init_fn", "prefetch_factor", "dataset",
-                        "collate_fn", "loader_class", "sampler", "multiprocessing_context", "in_order"})
+                        "collate_fn", "loader_class", "sampler", "batch_sampler", "multiprocessing_context", "in_order"})
 
 
 def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     """A DataLoader with `loader`'s settings and `changes` (num_workers, timeout, persistent_workers, worker_init_fn,
-    prefetch_factor, dataset, collate_fn, sampler, multiprocessing_context, in_order; loader_class, e.g. torchdata's StatefulDataLoader,
-    else DataLoader)."""
+    prefetch_factor, dataset, collate_fn, sampler, batch_sampler, multiprocessing_context, in_order; loader_class, e.g.
+    torchdata's StatefulDataLoader, else DataLoader)."""
     unknown = sorted(set(changes) - CHANGEABLE)
     if unknown:
         raise ValueError(f"changes: rebuild cannot change {unknown}; it changes {sorted(CHANGEABLE)}")
     if "sampler" in changes and (isinstance(loader.dataset, IterableDataset) or loader.batch_size is None):
         raise ValueError("changes: sampler replaces the sampler of a loader with batch_size over a map-style dataset; "
                          "this one has an IterableDataset or its own batch_sampler")
+    if "batch_sampler" in changes and (isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None):
+        raise ValueError("changes: batch_sampler replaces the batches of a loader over a map-style dataset that makes batches; "
+                         "this one has an IterableDataset or batch_size=None")
     workers = changes.get("num_workers", loader.num_workers)
     kwargs: dict[str, Any] = {
         "num_workers": workers, "collate_fn": changes.get("collate_fn", loader.collate_fn), "pin_memory": loader.pin_memory,
@@ -33,7 +36,9 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
             kwargs["timeout"] = min(loader.timeout, changes["timeout"])
     if hasattr(loader, "in_order"):
         kwargs["in_order"] = changes.get("in_order", loader.in_order)
-    if isinstance(loader.dataset, IterableDataset):
+    if "batch_sampler" in changes:
+        kwargs["batch_sampler"] = changes["batch_sampler"]
+    elif isinstance(loader.dataset, IterableDataset):
         kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
     elif loader.batch_size is None and getattr(loader, "_auto_collation", False):
         kwargs["batch_sampler"] = loader.batch_sampler  # a custom batch sampler

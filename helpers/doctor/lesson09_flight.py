@@ -25,9 +25,9 @@ from helpers.rebuild import rebuild
 LESSON = "09_what_the_model_saw"
 SECTION = "9. Inside the workers: a flight recorder"
 
-SLOW_WORKER_RATIO = 2.0   # a worker's median fetch time per sample over the other workers' (the median of their medians)
+SLOW_WORKER_RATIO = 2.0   # a worker's lower-quartile fetch time per sample over the other workers' (their median)
 HALF_RATIO = 1.5          # ... and at least this in each half of the recording: one stretch of bad luck is not a slow worker
-MIN_FETCHES = 8           # fetches per worker before workers are compared
+MIN_FETCHES = 8           # fetches per worker in each half of the recording before workers are compared
 SLOW_SAMPLE_RATIO = 10.0  # a slow sample's fetch over the median fetch, in the recording ...
 AGAIN_RATIO = 5.0         # ... and fetched again in this process, over the median of typical samples fetched again
 FEW_SHARE = 0.05          # "a few": at most this share of the samples recorded
@@ -35,9 +35,12 @@ SLOW_SAMPLES_SHARE = 0.25  # the slow samples' share of all fetch time
 MIN_SAMPLES = 32          # samples recorded before slow samples are looked for
 WAITED_SHARE = 0.1        # with a step, the loop must wait at least this share of its time for a slow worker or sample to cost it
 HOL_SHARE = 0.1           # head-of-line seconds over the recording's reading time before in_order=False is measured
-HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of interleaved rounds (each above 1)
+HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds (2: both above 1)
 RECORD_BATCHES = 48       # batches recorded at most (and at least 6 per worker when time allows)
+RECORD_SHARE = 0.4        # of the budget left when recording starts, at most, unless 6 batches per worker need more
+CHECKED_SLOW = 5          # slow samples fetched again (the slowest first) before any is named, when there are so many
 AGAIN_SAMPLES = 8         # samples of each kind fetched again
+TURN_S = 0.5              # each loader's timed turn in the in_order=False comparison, at the first pass's batch time
 
 
 def _recording(obs: Observation) -> FlightRecorder | None:
@@ -50,7 +53,7 @@ def _recording(obs: Observation) -> FlightRecorder | None:
     if not math.isfinite(need) or not obs.borrow(min(need, 0.5 * obs.left())):
         obs.skipped["flight"] = "no time was left in the budget for a flight recording"
         return None
-    seconds = max(0.5, obs.slot_left())
+    seconds = max(0.5, min(obs.slot_left(), max(need, RECORD_SHARE * obs.left())))  # the rest: re-fetches and in_order=False
     copy = rebuild(obs.loader, timeout=seconds) if obs.loader.num_workers else obs.loader
     recorder = FlightRecorder(copy)
     failed: list[BaseException] = []
@@ -72,7 +75,9 @@ def _recording(obs: Observation) -> FlightRecorder | None:
         obs.skipped["flight"] = f"the flight recording read {recorder.batches} batch(es) and {why}"
         return None
     obs.flight = recorder
-    obs.measured.update(flight_batches=recorder.batches, flight_waiting_share=round(waiting_share(recorder), 3))
+    start, end = reading_s(recorder)
+    obs.measured.update(flight_batches=recorder.batches, flight_waiting_share=round(waiting_share(recorder), 3),
+                        head_of_line_share=round(head_of_line_s(recorder) / max(end - start, 1e-9), 3))
     return recorder
 
 
@@ -106,21 +111,29 @@ def _refetchable(obs: Observation, fetches: list[Event]) -> str:
     return ""
 
 
-def _fetch_again(dataset: Any, ids: list[Any], deadline: float) -> list[float] | None:
-    """Seconds each `dataset[i]` takes in this process, in a doctor thread (a hung fetch is left there), or None when they
-    did not all end by `deadline` or one raised."""
+def _fetch_again(dataset: Any, ids: list[Any], deadline: float) -> list[float]:
+    """Seconds each `dataset[i]` takes in this process, in order, for those that ended by `deadline` (in a doctor thread:
+    a hung fetch is left there); a fetch that raises ends the list."""
     times: list[float] = []
+    stop = threading.Event()
 
     def fetch() -> None:
         for i in ids:
+            if stop.is_set():
+                return
             started = time.perf_counter()
-            dataset[i]
-            times.append(time.perf_counter() - started)
+            try:
+                dataset[i]
+            except Exception:  # noqa: BLE001 - the first pass read it; what it raises now, the rule does not judge
+                return
+            if not stop.is_set():
+                times.append(time.perf_counter() - started)
 
     thread = threading.Thread(target=fetch, daemon=True, name=THREAD_PREFIX + "fetch-again")
     thread.start()
     thread.join(max(0.0, deadline - time.perf_counter()))
-    return times if len(times) == len(ids) else None
+    stop.set()
+    return list(times)
 
 
 def _typical(fetches: list[Event], n: int, avoid: set[Any]) -> list[Any]:
@@ -136,7 +149,7 @@ def _records(obs: Observation) -> bool:
 
 @rule("slow-worker", severities=("warning",), phase="measure", budget=0.5, planted="slow_worker",
       applies=lambda obs: _records(obs) and obs.loader.num_workers >= 2, taught_in=(LESSON, SECTION),
-      thresholds={"SLOW_WORKER_RATIO": (SLOW_WORKER_RATIO, "a worker's median fetch time per sample over the others'"),
+      thresholds={"SLOW_WORKER_RATIO": (SLOW_WORKER_RATIO, "a worker's lower-quartile fetch time per sample over the others'"),
                   "HALF_RATIO": (HALF_RATIO, "the same in each half of the recording")})
 def slow_worker(obs: Observation) -> Finding | None:
     """One worker markedly slower per sample than the others, in both halves of the recording: named, with its samples,
@@ -150,20 +163,22 @@ def slow_worker(obs: Observation) -> Finding | None:
     per: dict[int, list[Event]] = {}
     for e in fetches:
         per.setdefault(e.worker, []).append(e)  # type: ignore[arg-type]
-    if len(per) < 2 or min(len(v) for v in per.values()) < MIN_FETCHES:
+    if len(per) < 2 or min(len(v) for v in per.values()) < 2 * MIN_FETCHES:
         obs.skipped["slow-worker"] = (f"the recording holds {', '.join(f'{len(v)}' for v in per.values()) or 'no'} fetch(es) "
-                                      f"per worker; comparing workers needs {MIN_FETCHES} each from 2 workers")
+                                      f"per worker; comparing workers needs {2 * MIN_FETCHES} each from 2 workers")
         return None
     middle = (min(e.start for e in fetches) + max(e.end for e in fetches)) / 2
     ratio, worker, others_ms = _slowest(per)
-    halves = [_slowest({w: [e for e in v if (e.start < middle) == first] for w, v in per.items()}) for first in (True, False)]
-    obs.measured["worker_median_fetch_ms"] = {w: round(1000 * _per_sample(v), 2) for w, v in sorted(per.items())}
+    split = [{w: [e for e in v if (e.start < middle) == first] for w, v in per.items()} for first in (True, False)]
+    halves = [_slowest(half) if min(len(v) for v in half.values()) >= MIN_FETCHES else (0.0, -2, math.nan) for half in split]
+    obs.measured["worker_fetch_ms"] = {w: round(1000 * _per_sample(v), 2) for w, v in sorted(per.items())}
     if ratio < SLOW_WORKER_RATIO:
         return None
     if any(h[1] != worker or h[0] < HALF_RATIO for h in halves):
         obs.skipped["slow-worker"] = (f"worker {worker} was {ratio:.1f}x slower per sample over the recording, but not in "
-                                      f"both halves of it (each at least {HALF_RATIO}x): a stretch of bad luck (other programs "
-                                      "on its core), not a slower worker")
+                                      f"both halves of it (each at least {HALF_RATIO}x, from {MIN_FETCHES} fetches per worker): "
+                                      "a stretch of bad luck (other programs on its core, slower samples for a while), not a "
+                                      "slower worker")
         return None
     if not _loop_waits(obs, recorder, "slow-worker", f"worker {worker} was {ratio:.1f}x slower per sample than the others"):
         return None
@@ -171,19 +186,23 @@ def slow_worker(obs: Observation) -> Finding | None:
     cause, fix = _whose(obs, fetches, per, worker)
     return finding(
         "slow-worker", "warning",
-        f"worker {worker} took {_per_sample(per[worker]) * 1000:.1f} ms per sample (median of {len(per[worker])} fetches) against "
-        f"{others_ms:.1f} ms on the other workers, {ratio:.1f}x, in both halves of a recording of {recorder.batches} batches; "
+        f"worker {worker} took {_per_sample(per[worker]) * 1000:.1f} ms per sample (the lower quartile of its "
+        f"{len(per[worker])} fetches) against {others_ms:.1f} ms on the other workers, {ratio:.1f}x, in both halves of a "
+        f"recording of {recorder.batches} batches; "
         f"its samples: {', '.join(str(s) for s in mine[:12])}{' ...' if len(mine) > 12 else ''}. {cause}",
         fix, worker=worker, ratio=round(ratio, 2), worker_ms=round(_per_sample(per[worker]) * 1000, 2),
         others_ms=round(others_ms, 2), samples=mine[:50])
 
 
 def _per_sample(fetches: list[Event]) -> float:
-    return statistics.median(e.seconds / max(e.samples, 1) for e in fetches)
+    """The lower quartile of seconds per sample: a worker slow by itself is slow on its quick fetches too, while a few slow
+    samples (or batches that hold one, with __getitems__) move only its upper fetches."""
+    times = [e.seconds / max(e.samples, 1) for e in fetches]
+    return statistics.quantiles(times, n=4)[0] if len(times) >= 2 else times[0]
 
 
 def _slowest(per: dict[int, list[Event]]) -> tuple[float, int, float]:
-    """(ratio, worker, others' ms): the worker with the largest median time per sample, over the others' median of medians."""
+    """(ratio, worker, others' ms): the worker with the largest time per sample (_per_sample), over the others' median."""
     medians = {w: _per_sample(v) for w, v in per.items() if v}
     if len(medians) < 2:
         return 0.0, -2, math.nan
@@ -207,10 +226,11 @@ def _whose(obs: Observation, fetches: list[Event], per: dict[int, list[Event]], 
     others = _typical([e for w, v in per.items() if w != worker for e in v], AGAIN_SAMPLES, set(mine))
     order = [i for pair in zip(mine, others) for i in pair]  # interleaved: a change in the machine hits both
     times = _fetch_again(obs.loader.dataset, _typical(fetches, 1, set()) + order, obs.deadline)  # a warm-up fetch first
-    if times is None:
+    again = dict(zip(order, times[1:]))
+    mine, others = [i for i in mine if i in again], [i for i in others if i in again]
+    if len(mine) < 3 or len(others) < 3:
         return ("Whether its samples or the worker are slow was not measured: fetching them again here did not end in time.",
                 f"if its samples are the large ones, {samples_fix}; if not, {worker_fix}")
-    again = dict(zip(order, times[1:]))
     ratio = statistics.median(again[i] for i in mine) / max(statistics.median(again[i] for i in others), 1e-9)
     obs.measured["slow_worker_samples_again_ratio"] = round(ratio, 2)
     if ratio >= HALF_RATIO:
@@ -253,36 +273,56 @@ def slow_samples(obs: Observation) -> Finding | None:
         obs.skipped["slow-samples"] = (f"{len(slow)} fetch(es) took {share:.0%} of the fetch time, but whether the samples "
                                        f"are slow or the moment was (other programs, a cold cache) was not measured: {why_not}")
         return None
-    named = list(dict.fromkeys(e.sample for e in slow))[:10]
+    named = list(dict.fromkeys(e.sample for e in slow))  # the slowest first
     warm_up, *typical = _typical(fetches, AGAIN_SAMPLES + 1, set(named))  # the first fetch may open a file: not compared
     order = [warm_up] + [i for pair in zip_longest(named, typical) for i in pair if i is not None]  # interleaved
-    times = _fetch_again(obs.loader.dataset, order, min(obs.deadline, time.perf_counter() + max(obs.slot_left(), 1.0)))
-    if times is None:
-        obs.skipped["slow-samples"] = (f"{len(slow)} fetch(es) took {share:.0%} of the fetch time, but fetching them again "
-                                       "here did not end in its share of the budget")
-        return None
+    obs.borrow(sum(e.seconds for e in slow) + median * len(order))
+    times = _fetch_again(obs.loader.dataset, order, time.perf_counter() + max(obs.slot_left(), 1.0))
     again = dict(zip(order[1:], times[1:]))
-    base = statistics.median(again[i] for i in typical)
-    confirmed = [i for i in named if again[i] >= AGAIN_RATIO * base]
-    slow = [e for e in slow if e.sample in confirmed]
+    checked, base = [i for i in named if i in again], [again[i] for i in typical if i in again]
+    if len(checked) < min(CHECKED_SLOW, len(named)) or len(base) < 3:
+        obs.skipped["slow-samples"] = (f"{len(slow)} fetch(es) took {share:.0%} of the fetch time, but in its share of the "
+                                       f"budget {len(checked)} of them were fetched again here, of the "
+                                       f"{min(CHECKED_SLOW, len(named))} needed to tell slow samples from a slow moment")
+        return None
+    confirmed = [i for i in checked if again[i] >= AGAIN_RATIO * statistics.median(base)]
+    # mostly slow again: the ones not fetched again count too; else only those slow again
+    kept = set(confirmed) | (set(named) - set(checked) if len(confirmed) >= 0.8 * len(checked) else set())
+    slow = [e for e in slow if e.sample in kept]
     share = sum(e.seconds for e in slow) / max(total, 1e-12)
     if share < SLOW_SAMPLES_SHARE:
         obs.skipped["slow-samples"] = (f"{len(named)} sample(s) were slow in the recording, but fetched again here "
-                                       f"{len(named) - len(confirmed)} of them took under {AGAIN_RATIO:g}x a typical one "
-                                       "(the moment was slow: other programs, a cold cache or a file opened on first use)")
+                                       f"{len(checked) - len(confirmed)} of the {len(checked)} took under {AGAIN_RATIO:g}x a "
+                                       "typical one (the moment was slow: other programs, a cold cache or a file opened on "
+                                       "first use), and the rest took under "
+                                       f"{SLOW_SAMPLES_SHARE:.0%} of the fetch time")
         return None
-    if not _loop_waits(obs, recorder, "slow-samples", f"{len(confirmed)} sample(s) took {share:.0%} of the fetch time"):
+    if not _loop_waits(obs, recorder, "slow-samples", f"{len(kept)} sample(s) took {share:.0%} of the fetch time"):
         return None
-    shown = ", ".join(f"{i} ({1000 * max(e.seconds for e in slow if e.sample == i):.0f} ms)" for i in confirmed)
+    ids = list(dict.fromkeys(e.sample for e in slow))
+    shown = ", ".join(f"{i} ({1000 * max(e.seconds for e in slow if e.sample == i):.0f} ms)" for i in ids[:12])
     return finding(
         "slow-samples", "warning",
-        f"{len(confirmed)} of {len(fetches)} samples fetched took {share:.0%} of all fetch time, each over "
-        f"{SLOW_SAMPLE_RATIO:g}x the median fetch ({1000 * median:.1f} ms): {shown}; fetched again in this process each took "
-        f"{AGAIN_RATIO:g}x a typical sample or more, so the samples are slow, not the moment",
+        f"{len(ids)} of {len(fetches)} samples fetched took {share:.0%} of all fetch time, each over "
+        f"{SLOW_SAMPLE_RATIO:g}x the median fetch ({1000 * median:.1f} ms): {shown}{' ...' if len(ids) > 12 else ''}; "
+        f"fetched again in this process, {len(confirmed)} of the {len(checked)} slowest took {AGAIN_RATIO:g}x a typical "
+        "sample or more, so the samples are slow, not the moment",
         "look at what these samples are (a large file, a long clip, a remote read) and make them cheaper before training: "
         "resize or split them offline, cache them decoded, or move them to faster storage; a worker stuck on one also holds "
         "back the batches behind it (head-of-line, lesson 09 section 9)",
-        samples=confirmed, share=round(share, 3), median_ms=round(1000 * median, 2), fetches=len(fetches))
+        samples=ids, confirmed=confirmed, share=round(share, 3), median_ms=round(1000 * median, 2), fetches=len(fetches))
+
+
+def _drawn(loader: Any, batches: int) -> list[list[Any]]:
+    """`batches` batches drawn once from the loader's batch sampler (fewer when it gives none): two loaders reading this
+    list read the same batches, so which batches were slow does not differ between them."""
+    drawn: list[list[Any]] = []
+    while len(drawn) < batches:
+        before = len(drawn)
+        drawn.extend(list(batch) for batch in loader.batch_sampler)
+        if len(drawn) == before:
+            break
+    return drawn[:batches]
 
 
 def _holds(obs: Observation) -> bool:
@@ -296,7 +336,7 @@ def _holds(obs: Observation) -> bool:
 @rule("head-of-line", severities=("warning",), phase="measure", budget=1.0, planted="head_of_line", applies=_holds,
       taught_in=(LESSON, SECTION),
       thresholds={"HOL_SHARE": (HOL_SHARE, "head-of-line seconds over the recording's reading time, before measuring"),
-                  "HOL_GAIN": (HOL_GAIN, "in_order=False's samples/s over the loader's, median of interleaved rounds")})
+                  "HOL_GAIN": (HOL_GAIN, "in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds")})
 def head_of_line(obs: Observation) -> Finding | None:
     """The loop waited on a batch while a later one, from another worker, was ready: in_order=False measured against the
     loader as given, reading alone, in interleaved rounds."""
@@ -307,14 +347,17 @@ def head_of_line(obs: Observation) -> Finding | None:
     held = head_of_line_s(recorder)
     workers = obs.loader.num_workers
     batch_s = max(obs.steady_batch_s, 1e-4)
-    per_turn = min(200, max(4 * workers, math.ceil(0.5 / batch_s)))
-    need = 2 * (2 * (per_turn + workers * (obs.loader.prefetch_factor or 2)) * batch_s) + 2 * obs.first_batch_s
+    per_turn = min(200, max(4 * workers, math.ceil(TURN_S / batch_s)))
+    queued = workers * (obs.loader.prefetch_factor or 2)
+    need = 2 * 2 * (per_turn + queued) * batch_s + 2 * obs.first_batch_s  # 2 rounds of 2 turns, then a third if time allows
     had = obs.slot_left()
     if obs.borrow(need):
         had = obs.slot_left()
     timeout = max(1.0, obs.slot_left())
-    pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
-            rebuild(obs.loader, persistent_workers=True, timeout=timeout, in_order=False)]
+    # both read one list of batches drawn once, turn by turn the same ones: which batches were slow does not differ
+    same = {} if obs.iterable else {"batch_sampler": _drawn(obs.loader, 1 + 3 * 2 * (queued + per_turn))}
+    pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout, **same),
+            rebuild(obs.loader, persistent_workers=True, timeout=timeout, in_order=False, **same)]
     rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
     ratios = [unordered / given for given, unordered in rounds if given > 0]
     if len(ratios) < 2:
@@ -324,7 +367,11 @@ def head_of_line(obs: Observation) -> Finding | None:
         return None
     gain = statistics.median(ratios)
     obs.measured["in_order_false_gain"] = [round(r, 2) for r in ratios]
-    if gain < HOL_GAIN or min(ratios) <= 1.0:
+    if gain < HOL_GAIN or (len(ratios) == 2 and min(ratios) <= 1.0):  # of 3 rounds, the median clears 1.15x in 2
+        obs.skipped["head-of-line"] = (f"the loop waited {held:.2f} s of {end - start:.2f} s on a batch while a later one "
+                                       f"was ready, but in_order=False gave {', '.join(f'{r:.2f}x' for r in ratios)} the "
+                                       f"samples/s in {len(ratios)} interleaved rounds (a finding needs a median of "
+                                       f"{HOL_GAIN}x, and both above 1x when there are 2)")
         return None
     return finding(
         "head-of-line", "warning",
