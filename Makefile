@@ -10,12 +10,14 @@ LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test check site exercises readme schedule strip gpu-check bench stress mutants clean
 
-$(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json
+$(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json helpers/start_method.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11 or newer")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Feed the GPUs (.venv)" >/dev/null
+	@# COURSE_START_METHOD=forkserver|spawn: every Python of the .venv starts with that start method (helpers/start_method.py)
+	$(PY) -c 'import sysconfig; from helpers.start_method import PTH_LINE, PTH_NAME; open(sysconfig.get_paths()["purelib"] + "/" + PTH_NAME, "w").write(PTH_LINE)'
 	@# widget messages on the main shell: on a subshell thread, a control's plot races the cell's own
 	@# pyplot figure and comes out blank or half drawn (jupyterlab/jupyterlab#19719)
 	@mkdir -p $(VENV)/share/jupyter/lab/settings

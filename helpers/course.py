@@ -8,6 +8,7 @@ REQUIRE_CUDA_VAR = "COURSE_REQUIRE_CUDA"  # "1": a skipped CUDA test or notebook
 REQUIRE_BROWSER_VAR = "COURSE_REQUIRE_BROWSER"  # "1": a missing Chromium fails the browser test (CI)
 CHECKS_MUST_PASS_VAR = "COURSE_CHECKS_MUST_PASS"  # "1": a self-check that does not pass raises (the solutions' test run)
 BROWSER_OUTPUTS_VAR = "COURSE_BROWSER_OUTPUTS"  # a folder: the browser test writes each notebook's rendered outputs there
+START_METHOD_VAR = "COURSE_START_METHOD"  # "forkserver" or "spawn": every Python of the .venv starts with it (helpers.start_method)
 
 # What a lesson needs for its full effect. Every lesson runs top to bottom on a CPU machine;
 # with less than it needs, its measurements fall back (and say so).

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from helpers import start_method
 from helpers._validate import as_int, short
 
 BACKENDS = ("gloo", "nccl")
@@ -175,9 +176,9 @@ def _rank_main(rank: int, launch: Launch, port: int, pg_timeout_s: float, fn: Ca
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
     # A spawned child inherits the parent's "spawn" as its default start method; a rank started by torchrun has the
-    # platform's default (fork on Linux). Restore that: DataLoader workers spawned from a rank re-import torch (seconds
-    # each) and sometimes aborted at interpreter exit here ("terminate called without an active exception").
-    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
+    # platform's default (fork on Linux), or COURSE_START_METHOD's. Restore that: DataLoader workers spawned from a rank
+    # re-import torch (seconds each) and sometimes aborted at interpreter exit here ("terminate called without an active exception").
+    multiprocessing.set_start_method(start_method.default(), force=True)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(launch.world_size), LOCAL_WORLD_SIZE=str(launch.world_size))
     code = 0

@@ -32,7 +32,7 @@ TIERS = {
              "test_streaming.py", "test_timing.py", "test_transfer.py", "test_transfer_bench.py",
              "test_workloads.py"),
     "process": ("test_clinic.py", "test_ddp.py", "test_doctor.py", "test_doctor_corpus.py", "test_doctor_ledger.py",
-                "test_doctor_flight.py", "test_doctor_pickling.py", "test_doctor_threads.py", "test_doctor_xray.py", "test_flight.py", "test_loading_bench.py", "test_notebook_client.py",
+                "test_doctor_flight.py", "test_doctor_pickling.py", "test_doctor_threads.py", "test_start_method.py", "test_doctor_xray.py", "test_flight.py", "test_loading_bench.py", "test_notebook_client.py",
                 "test_streaming_demos.py", "test_stress.py", "test_workshop_kit.py"),
     "notebook": ("test_exercises.py",),
     "browser": ("test_browser.py", "test_site.py"),
@@ -273,9 +273,14 @@ def suite_run(plugin: ExecutedNotebooks) -> ExecutedNotebooks:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the plugin that keeps the suite's executed notebooks for the site; the tests' DataLoader workers share
-    one multiprocessing temporary folder, removed when pytest exits (helpers.env.share_worker_temp_dir)."""
-    from helpers import env
+    one multiprocessing temporary folder, removed when pytest exits (helpers.env.share_worker_temp_dir); a bad
+    COURSE_START_METHOD stops the run before any test (the .venv's .pth file only printed it)."""
+    from helpers import env, start_method
 
+    try:
+        start_method.apply()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     env.share_worker_temp_dir()
     if not config.pluginmanager.has_plugin(ExecutedNotebooks.name):
         config.pluginmanager.register(ExecutedNotebooks(), ExecutedNotebooks.name)

@@ -26,7 +26,7 @@ LESSON = "09_what_the_model_saw"
 SECTION = "9. Inside the workers: a flight recorder"
 
 SLOW_WORKER_RATIO = 2.0   # a worker's lower-quartile fetch time per sample over the other workers' (their median)
-HALF_RATIO = 1.5          # ... and at least this in each half of the recording: one stretch of bad luck is not a slow worker
+HALF_RATIO = 1.5          # ... and the same worker slowest in each half, by at least this: a stretch of bad luck is no slow worker
 MIN_FETCHES = 8           # fetches per worker in each half of the recording before workers are compared
 SLOW_SAMPLE_RATIO = 10.0  # a slow sample's fetch over the median fetch, in the recording ...
 AGAIN_RATIO = 5.0         # ... and fetched again in this process, over the median of typical samples fetched again
@@ -36,7 +36,7 @@ MIN_SAMPLES = 32          # samples recorded before slow samples are looked for
 WAITED_SHARE = 0.1        # with a step, the loop must wait at least this share of its time for a slow worker or sample to cost it
 HOL_SHARE = 0.1           # head-of-line seconds over the recording's reading time before in_order=False is measured
 HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds (2: both above 1)
-RECORD_BATCHES = 48       # batches recorded at most (and at least 6 per worker when time allows)
+RECORD_BATCHES = 48       # batches recorded at most, or 6 per worker when that is more (the time allowed covers 6 per worker)
 RECORD_SHARE = 0.4        # of the budget left when recording starts, at most, unless 6 batches per worker need more
 CHECKED_SLOW = 5          # slow samples fetched again (the slowest first) before any is named, when there are so many
 AGAIN_SAMPLES = 8         # samples of each kind fetched again
@@ -48,7 +48,8 @@ def _recording(obs: Observation) -> FlightRecorder | None:
     if obs.flight is not None or "flight" in obs.skipped:
         return obs.flight
     length = _length(obs.loader)
-    wanted = min(RECORD_BATCHES, length) if length else RECORD_BATCHES
+    most = max(RECORD_BATCHES, 6 * obs.loader.num_workers)
+    wanted = min(most, length) if length else most
     need = obs.first_batch_s + max(6 * obs.loader.num_workers, 12) * obs.steady_batch_s
     if not math.isfinite(need) or not obs.borrow(min(need, 0.5 * obs.left())):
         obs.skipped["flight"] = "no time was left in the budget for a flight recording"
@@ -150,7 +151,7 @@ def _records(obs: Observation) -> bool:
 @rule("slow-worker", severities=("warning",), phase="measure", budget=0.5, planted="slow_worker",
       applies=lambda obs: _records(obs) and obs.loader.num_workers >= 2, taught_in=(LESSON, SECTION),
       thresholds={"SLOW_WORKER_RATIO": (SLOW_WORKER_RATIO, "a worker's lower-quartile fetch time per sample over the others'"),
-                  "HALF_RATIO": (HALF_RATIO, "the same in each half of the recording")})
+                  "HALF_RATIO": (HALF_RATIO, "the same worker slowest in each half of the recording, by at least this")})
 def slow_worker(obs: Observation) -> Finding | None:
     """One worker markedly slower per sample than the others, in both halves of the recording: named, with its samples,
     and whether they or the worker are slow, from fetching some of each again in this process."""
@@ -174,6 +175,10 @@ def slow_worker(obs: Observation) -> Finding | None:
     obs.measured["worker_fetch_ms"] = {w: round(1000 * _per_sample(v), 2) for w, v in sorted(per.items())}
     if ratio < SLOW_WORKER_RATIO:
         return None
+    if any(math.isnan(h[2]) for h in halves):
+        obs.skipped["slow-worker"] = (f"worker {worker} was {ratio:.1f}x slower per sample over the recording, but a half of "
+                                      f"it held fewer than {MIN_FETCHES} fetches of a worker: the halves were not compared")
+        return None
     if any(h[1] != worker or h[0] < HALF_RATIO for h in halves):
         obs.skipped["slow-worker"] = (f"worker {worker} was {ratio:.1f}x slower per sample over the recording, but not in "
                                       f"both halves of it (each at least {HALF_RATIO}x, from {MIN_FETCHES} fetches per worker): "
@@ -187,8 +192,8 @@ def slow_worker(obs: Observation) -> Finding | None:
     return finding(
         "slow-worker", "warning",
         f"worker {worker} took {_per_sample(per[worker]) * 1000:.1f} ms per sample (the lower quartile of its "
-        f"{len(per[worker])} fetches) against {others_ms:.1f} ms on the other workers, {ratio:.1f}x, in both halves of a "
-        f"recording of {recorder.batches} batches; "
+        f"{len(per[worker])} fetches) against {others_ms:.1f} ms on the other workers, {ratio:.1f}x over a recording of "
+        f"{recorder.batches} batches, and at least {HALF_RATIO}x in each half of it; "
         f"its samples: {', '.join(str(s) for s in mine[:12])}{' ...' if len(mine) > 12 else ''}. {cause}",
         fix, worker=worker, ratio=round(ratio, 2), worker_ms=round(_per_sample(per[worker]) * 1000, 2),
         others_ms=round(others_ms, 2), samples=mine[:50])
@@ -214,8 +219,8 @@ def _slowest(per: dict[int, list[Event]]) -> tuple[float, int, float]:
 def _whose(obs: Observation, fetches: list[Event], per: dict[int, list[Event]], worker: int) -> tuple[str, str]:
     """Whether the worker's samples or the worker is slow, by fetching some of each again here: (what was measured, the fix)."""
     samples_fix = ("spread the slow samples over the workers: shuffle the order batches are made in (a sampler that groups "
-                   "long samples, then deals batches to workers in turn, gives one worker all the long ones), or balance the "
-                   "shards by size rather than by count")
+                   "long samples can, with the loader dealing batches to the workers in turn, give one worker all the long "
+                   "ones), or balance the shards by size rather than by count")
     worker_fix = ("look at what differs in that worker: your worker_init_fn for its id, the files or connections it opened, "
                   "its thread or CPU-affinity settings")
     why_not = _refetchable(obs, fetches)
@@ -303,7 +308,7 @@ def slow_samples(obs: Observation) -> Finding | None:
     shown = ", ".join(f"{i} ({1000 * max(e.seconds for e in slow if e.sample == i):.0f} ms)" for i in ids[:12])
     return finding(
         "slow-samples", "warning",
-        f"{len(ids)} of {len(fetches)} samples fetched took {share:.0%} of all fetch time, each over "
+        f"{len(ids)} of {len(fetches)} samples fetched took {share:.0%} of all fetch time, each at least "
         f"{SLOW_SAMPLE_RATIO:g}x the median fetch ({1000 * median:.1f} ms): {shown}{' ...' if len(ids) > 12 else ''}; "
         f"fetched again in this process, {len(confirmed)} of the {len(checked)} slowest took {AGAIN_RATIO:g}x a typical "
         "sample or more, so the samples are slow, not the moment",
@@ -378,8 +383,9 @@ def head_of_line(obs: Observation) -> Finding | None:
         f"the loop waited {held:.2f} s of {end - start:.2f} s ({held / (end - start):.0%}) on a batch while another worker's later "
         f"batch was ready (the recording's upper bound, the queue's transit included); reading with in_order=False gave "
         f"{gain:.2f}x the samples/s (median of {len(ratios)} interleaved rounds, reading alone, without your step)",
-        "DataLoader(..., in_order=False) hands over batches as they are ready, and sends fewer to a worker that falls "
-        "behind; the order then changes from run to run (not reproducible, and torch's docstring warns it can skew the "
-        "class mix with imbalanced data). Or remove the cause: the slow samples or slow worker behind the wait",
+        "DataLoader(..., in_order=False) hands over batches as they are ready, and gives the next batch to the next worker "
+        "with fewer than prefetch_factor batches outstanding, skipping one still busy with a slow batch; the order may then "
+        "change from run to run (torch's docstring: it can harm reproducibility and skew the data with imbalanced classes). "
+        "Or remove the cause: the slow samples or slow worker behind the wait",
         held_s=round(held, 3), reading_s=round(end - start, 3), gain=round(gain, 3), rounds=len(ratios))
 

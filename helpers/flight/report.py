@@ -63,8 +63,8 @@ def slowest(events: Any, k: int = 5) -> list[Event]:
 def head_of_line_s(events: Any) -> float:
     """Seconds the loop waited for a batch while a batch it received later had already been collated by another worker
     (its trip through the queue included, so an upper bound on time held back; one worker's own batches queue in turn). With in_order=True the loader holds such a
-    batch until those before it arrive; in_order=False hands it over, and also sends fewer batches to a worker that falls
-    behind, so what it saves is measured, not read from this figure."""
+    batch until those before it arrive; in_order=False hands it over, and also gives the next batch to a worker with room in
+    its queue, skipping one still busy with a slow batch, so what it saves is measured, not read from this figure."""
     found = _events(events)
     waits = sorted((e for e in found if e.kind == "wait"), key=lambda e: e.batch)
     ready = {e.batch: (e.end, e.worker) for e in found if e.kind == "collate"}

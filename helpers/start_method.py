@@ -1,0 +1,41 @@
+"""The course's start-method switch: COURSE_START_METHOD=forkserver (Python 3.14's default on Linux) or spawn (macOS, Windows)
+makes that the default start method in every Python of the course's .venv: lessons, solutions, tests, workers and ranks.
+
+`make` installs a one-line .pth file (PTH_LINE) in the .venv that calls `apply()` when the variable is set, so a kernel
+or a test run starts with the chosen method before any cell or test runs; unset, nothing is imported and the platform's
+default stays (fork on Linux before Python 3.14).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+from helpers.course import START_METHOD_VAR
+
+PTH_NAME = "course_start_method.pth"
+PTH_LINE = (f"import os; os.environ.get({START_METHOD_VAR!r}) and "
+            "__import__('helpers.start_method').start_method.apply()\n")
+
+
+def chosen() -> str | None:
+    """The start method COURSE_START_METHOD names, or None when it is unset or empty; ValueError for one this platform lacks."""
+    value = os.environ.get(START_METHOD_VAR, "")
+    if not value:
+        return None
+    methods = multiprocessing.get_all_start_methods()
+    if value not in methods:
+        raise ValueError(f"{START_METHOD_VAR} must be one of {', '.join(methods)} (or unset), got {value!r}")
+    return value
+
+
+def default() -> str:
+    """The course's default start method here: COURSE_START_METHOD's, else the platform's (the first it lists)."""
+    return chosen() or multiprocessing.get_all_start_methods()[0]
+
+
+def apply() -> str:
+    """Make COURSE_START_METHOD's method multiprocessing's default in this process, when set; returns the default in effect."""
+    method = chosen()
+    if method is not None:
+        multiprocessing.set_start_method(method, force=True)
+    return multiprocessing.get_start_method()
