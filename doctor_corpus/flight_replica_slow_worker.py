@@ -27,10 +27,10 @@ REPLICAS = ("replica-a", "replica-b")
 
 
 class KeyValueImages(Dataset):
-    """4096 records behind a key-value store; each GET waits for the connected replica's latency."""
+    """`n` records behind a key-value store; each GET waits for the connected replica's latency (`latency_s`, seconds)."""
 
-    def __init__(self, n: int = 4096) -> None:
-        self.n = n
+    def __init__(self, n: int = 4096, latency_s: dict[str, float] | None = None) -> None:
+        self.n, self.latency_s = n, latency_s or REPLICA_LATENCY_S
         self.replica = "primary"  # the main process's connection
 
     def connect(self, replica: str) -> None:
@@ -40,7 +40,7 @@ class KeyValueImages(Dataset):
         return self.n
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        time.sleep(REPLICA_LATENCY_S[self.replica])
+        time.sleep(self.latency_s[self.replica])
         return torch.full((64,), float(i)), i % 4
 
 

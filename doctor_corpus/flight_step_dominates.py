@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 
 import torch
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import DataLoader
+
+from doctor_corpus.flight_replica_slow_worker import KeyValueImages, connect_to_replica
 
 EXPECTED: frozenset[str] = frozenset()
 BUDGET_S = 15.0
@@ -20,35 +22,12 @@ FAST = False
 NEEDS = "multi-core"
 
 REPLICA_LATENCY_S = {"primary": 0.0006, "replica-a": 0.0006, "replica-b": 0.002}
-REPLICAS = ("replica-a", "replica-b")
-
-
-class KeyValueRecords(Dataset):
-    """4096 records behind a key-value store; each GET waits for the connected replica's latency."""
-
-    def __init__(self, n: int = 4096) -> None:
-        self.n, self.replica = n, "primary"
-
-    def connect(self, replica: str) -> None:
-        self.replica = replica
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        time.sleep(REPLICA_LATENCY_S[self.replica])
-        return torch.full((64,), float(i)), i % 4
-
-
-def connect_to_replica(worker_id: int) -> None:
-    """worker_init_fn: worker k reads from replica k."""
-    get_worker_info().dataset.connect(REPLICAS[worker_id % len(REPLICAS)])
 
 
 def make_loader() -> DataLoader:
     """2 persistent workers, one per replica, batches of 8."""
-    return DataLoader(KeyValueRecords(), batch_size=8, shuffle=True, num_workers=2, worker_init_fn=connect_to_replica,
-                      persistent_workers=True)
+    return DataLoader(KeyValueImages(latency_s=REPLICA_LATENCY_S), batch_size=8, shuffle=True, num_workers=2,
+                      worker_init_fn=connect_to_replica, persistent_workers=True)
 
 
 def step(batch: tuple[torch.Tensor, torch.Tensor]) -> None:

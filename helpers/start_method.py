@@ -39,3 +39,9 @@ def apply() -> str:
     if method is not None:
         multiprocessing.set_start_method(method, force=True)
     return multiprocessing.get_start_method()
+
+
+def kept_by_design(command: str) -> bool:
+    """Whether a child process's command line is multiprocessing's resource tracker or fork server: each started once, on
+    first use, and kept until the program exits (not a worker, rank or program left behind)."""
+    return "resource_tracker" in command or "multiprocessing.forkserver" in command

@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from helpers import start_method  # noqa: E402
 from helpers.course import CHECKS_MUST_PASS_VAR, REQUIRE_CUDA_VAR  # noqa: E402
 from tools.build_site import BUILD, EXECUTED_DIR  # noqa: E402
 
@@ -87,10 +88,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def child_processes() -> list:
-    """This process's children, less multiprocessing's resource tracker (started once by the first spawn, kept by design)."""
+    """This process's children, less multiprocessing's resource tracker and fork server (each started once, kept by design)."""
     import psutil
 
-    return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
+    return [p for p in psutil.Process().children(recursive=True) if not start_method.kept_by_design(command(p))]
 
 
 @pytest.fixture

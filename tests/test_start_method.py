@@ -69,3 +69,13 @@ def test_a_method_this_platform_lacks_is_named_in_the_error(monkeypatch):
         start_method.chosen()
     monkeypatch.setenv(START_METHOD_VAR, "")
     assert start_method.chosen() is None and start_method.default() == multiprocessing.get_all_start_methods()[0]
+
+
+@pytest.mark.parametrize("command, kept", [
+    ("python -c from multiprocessing.resource_tracker import main;main(5)", True),
+    ("python -B -c from multiprocessing.forkserver import main; main(18, 19, ['__main__'])", True),
+    ("python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, pipe_handle=8)", False),  # a worker
+    ("python -c while True: pass", False),
+])
+def test_only_multiprocessings_own_servers_are_kept_by_design(command, kept):
+    assert start_method.kept_by_design(command) is kept

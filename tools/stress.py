@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from helpers.start_method import kept_by_design  # noqa: E402
+
 NOTEBOOKS = ROOT / "notebooks"
 # The lessons whose asserts compare times or speeds (the others assert counts and values that load cannot move).
 TIMED_LESSONS = ("03", "04", "05", "06", "07", "08")
@@ -222,7 +224,7 @@ def leftover_children() -> list[str]:
         except psutil.Error:  # exited since it was listed
             return f"pid {process.pid} (exited)"
 
-    return [command(p)[:120] for p in psutil.Process().children(recursive=True) if "resource_tracker" not in command(p)]
+    return [command(p)[:120] for p in psutil.Process().children(recursive=True) if not kept_by_design(command(p))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from itertools import zip_longest
 from typing import Any
 
 from helpers.doctor.findings import Finding
-from helpers.doctor.measure import summary
+from helpers.doctor.measure import length, summary
 from helpers.doctor.reading import THREAD_PREFIX, alternating_rates, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.flight import Event, FlightRecorder, head_of_line_s, reading_s, waiting_share
@@ -34,8 +34,8 @@ FEW_SHARE = 0.05          # "a few": at most this share of the samples recorded
 SLOW_SAMPLES_SHARE = 0.25  # the slow samples' share of all fetch time
 MIN_SAMPLES = 32          # samples recorded before slow samples are looked for
 WAITED_SHARE = 0.1        # with a step, the loop must wait at least this share of its time for a slow worker or sample to cost it
-HOL_SHARE = 0.1           # head-of-line seconds over the recording's reading time before in_order=False is measured
-HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds (2: both above 1)
+HOL_SHARE = 0.1           # head-of-line seconds, and batches' time over the median batch's, over the reading, before measuring
+HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds (each above 1)
 RECORD_BATCHES = 48       # batches recorded at most, or 6 per worker when that is more (the time allowed covers 6 per worker)
 RECORD_SHARE = 0.4        # of the budget left when recording starts, at most, unless 6 batches per worker need more
 CHECKED_SLOW = 5          # slow samples fetched again (the slowest first) before any is named, when there are so many
@@ -47,9 +47,9 @@ def _recording(obs: Observation) -> FlightRecorder | None:
     """The loader read through a FlightRecorder in this rule's slot (the first of these rules to run records it)."""
     if obs.flight is not None or "flight" in obs.skipped:
         return obs.flight
-    length = _length(obs.loader)
+    size = length(obs.loader)
     most = max(RECORD_BATCHES, 6 * obs.loader.num_workers)
-    wanted = min(most, length) if length else most
+    wanted = min(most, size) if size else most
     need = obs.first_batch_s + max(6 * obs.loader.num_workers, 12) * obs.steady_batch_s
     if not math.isfinite(need) or not obs.borrow(min(need, 0.5 * obs.left())):
         obs.skipped["flight"] = "no time was left in the budget for a flight recording"
@@ -78,15 +78,9 @@ def _recording(obs: Observation) -> FlightRecorder | None:
     obs.flight = recorder
     start, end = reading_s(recorder)
     obs.measured.update(flight_batches=recorder.batches, flight_waiting_share=round(waiting_share(recorder), 3),
-                        head_of_line_share=round(head_of_line_s(recorder) / max(end - start, 1e-9), 3))
+                        head_of_line_share=round(head_of_line_s(recorder) / max(end - start, 1e-9), 3),
+                        batches_uneven=round(_uneven(recorder), 2))
     return recorder
-
-
-def _length(loader: Any) -> int | None:
-    try:
-        return len(loader)
-    except TypeError:
-        return None
 
 
 def _loop_waits(obs: Observation, recorder: FlightRecorder, code: str, what: str) -> bool:
@@ -144,12 +138,8 @@ def _typical(fetches: list[Event], n: int, avoid: set[Any]) -> list[Any]:
     return list(dict.fromkeys(e.sample for e in near))[:n]
 
 
-def _records(obs: Observation) -> bool:
-    return obs.batches >= 2
-
-
 @rule("slow-worker", severities=("warning",), phase="measure", budget=0.5, planted="slow_worker",
-      applies=lambda obs: _records(obs) and obs.loader.num_workers >= 2, taught_in=(LESSON, SECTION),
+      applies=lambda obs: obs.batches >= 2 and obs.loader.num_workers >= 2, taught_in=(LESSON, SECTION),
       thresholds={"SLOW_WORKER_RATIO": (SLOW_WORKER_RATIO, "a worker's lower-quartile fetch time per sample over the others'"),
                   "HALF_RATIO": (HALF_RATIO, "the same worker slowest in each half of the recording, by at least this")})
 def slow_worker(obs: Observation) -> Finding | None:
@@ -245,7 +235,8 @@ def _whose(obs: Observation, fetches: list[Event], per: dict[int, list[Event]], 
             "others': the samples are not slower, the worker is.", worker_fix)
 
 
-@rule("slow-samples", severities=("warning",), phase="measure", budget=0.25, planted="slow_samples", applies=_records,
+@rule("slow-samples", severities=("warning",), phase="measure", budget=0.25, planted="slow_samples",
+      applies=lambda obs: obs.batches >= 2,
       taught_in=(LESSON, SECTION),
       thresholds={"SLOW_SAMPLE_RATIO": (SLOW_SAMPLE_RATIO, "a slow sample's fetch over the median fetch"),
                   "SLOW_SAMPLES_SHARE": (SLOW_SAMPLES_SHARE, "share of all fetch time the slow samples (at most 5 % of them) took")})
@@ -330,17 +321,35 @@ def _drawn(loader: Any, batches: int) -> list[list[Any]]:
     return drawn[:batches]
 
 
+def _uneven(recorder: FlightRecorder) -> float:
+    """How uneven the batches were to make: the seconds by which batches took longer in their worker (first fetch to the
+    end of collate) than the median batch, summed, over the reading time. Equal batches hold nothing back: the loop then
+    waits only on the queue's transit, which head_of_line_s counts too."""
+    began: dict[int, float] = {}
+    for e in recorder.events:
+        if e.kind == "fetch":
+            began[e.batch] = min(began.get(e.batch, e.start), e.start)
+    made = [e.end - began[e.batch] for e in recorder.events if e.kind == "collate" and e.batch in began]
+    if len(made) < 2:
+        return 0.0
+    median = statistics.median(made)
+    start, end = reading_s(recorder)
+    return sum(max(0.0, m - median) for m in made) / max(end - start, 1e-9)
+
+
 def _holds(obs: Observation) -> bool:
-    """head-of-line measures: 2+ workers, in_order=True, and the recording shows the loop held on a batch while a later was ready."""
+    """head-of-line measures: 2+ workers, in_order=True, and the recording shows batches uneven to make and the loop held on
+    a batch while a later one was ready, each for HOL_SHARE of its reading."""
     if obs.flight is None or obs.loader.num_workers < 2 or not getattr(obs.loader, "in_order", True):
         return False
     start, end = reading_s(obs.flight)
-    return head_of_line_s(obs.flight) >= HOL_SHARE * (end - start)
+    return _uneven(obs.flight) >= HOL_SHARE and head_of_line_s(obs.flight) >= HOL_SHARE * (end - start)
 
 
 @rule("head-of-line", severities=("warning",), phase="measure", budget=1.0, planted="head_of_line", applies=_holds,
       taught_in=(LESSON, SECTION),
-      thresholds={"HOL_SHARE": (HOL_SHARE, "head-of-line seconds over the recording's reading time, before measuring"),
+      thresholds={"HOL_SHARE": (HOL_SHARE, "head-of-line seconds, and batches' time over the median's, over the reading, "
+                                         "before measuring"),
                   "HOL_GAIN": (HOL_GAIN, "in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds")})
 def head_of_line(obs: Observation) -> Finding | None:
     """The loop waited on a batch while a later one, from another worker, was ready: in_order=False measured against the
@@ -372,11 +381,11 @@ def head_of_line(obs: Observation) -> Finding | None:
         return None
     gain = statistics.median(ratios)
     obs.measured["in_order_false_gain"] = [round(r, 2) for r in ratios]
-    if gain < HOL_GAIN or (len(ratios) == 2 and min(ratios) <= 1.0):  # of 3 rounds, the median clears 1.15x in 2
+    if gain < HOL_GAIN or min(ratios) <= 1.0:
         obs.skipped["head-of-line"] = (f"the loop waited {held:.2f} s of {end - start:.2f} s on a batch while a later one "
                                        f"was ready, but in_order=False gave {', '.join(f'{r:.2f}x' for r in ratios)} the "
                                        f"samples/s in {len(ratios)} interleaved rounds (a finding needs a median of "
-                                       f"{HOL_GAIN}x, and both above 1x when there are 2)")
+                                       f"{HOL_GAIN}x, every round above 1x)")
         return None
     return finding(
         "head-of-line", "warning",
