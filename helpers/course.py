@@ -103,7 +103,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         stem="09_what_the_model_saw",
         title="What did the model see? A ledger of every sample, across epochs, ranks and resumes",
-        learn="a ledger of what the training loop received (epoch, rank, worker, step, sample): coverage, overlap and steps per rank, the `set_epoch` trap of a stream with persistent workers, `DistributedSampler`'s padding seen, resuming at the epoch boundary wrong and right, a framework that replaces your sampler caught by counts against their noise, what fork, forkserver and spawn send each worker and cost, measured side by side, what each worker did sample by sample (a flight recorder's timeline and trace file) and head-of-line blocking against `in_order=False`",
+        learn="a ledger of what the training loop received (epoch, rank, worker, step, sample): coverage, overlap and steps per rank, the `set_epoch` trap of a stream with persistent workers, `DistributedSampler`'s padding seen, resuming at the epoch boundary wrong and right, a framework that replaces your sampler caught by counts against their noise, what fork and spawn send each worker and cost, measured side by side, and the error forkserver gives a notebook's lambda, what each worker did sample by sample (a flight recorder's timeline and trace file) and head-of-line blocking against `in_order=False`",
         needs="2+ cores",
         minutes=80,
     ),
