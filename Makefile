@@ -27,6 +27,7 @@ $(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json helper
 
 ## lab: set up .venv if needed and open JupyterLab on notebooks/
 lab: $(STAMP)
+	@$(PY) -c 'import sys; from helpers.start_method import main; sys.exit(main())'
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_ROOT_FLAG)
 
 # pytest-xdist processes: `make check` runs one per usable core (JOBS); `make test` runs TEST_JOBS (1 unless told: with
@@ -42,6 +43,7 @@ XDIST = -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
 # first run executed (it reads build/suite-run.json, tagged with this make's COURSE_SUITE_RUN); it runs unless the first was
 # interrupted or could not run (exit status 2 or more). Either failing fails.
 test: $(STAMP)
+	@$(PY) -c 'import sys; from helpers.start_method import main; sys.exit(main())'
 	@run=$$(date +%s%N); status=0; \
 	COURSE_SUITE_RUN=$$run $(PY) -m pytest $(XDIST) --ignore=tests/test_site.py --durations=25 || status=$$?; \
 	[ $$status -gt 1 ] || COURSE_SUITE_RUN=$$run $(PY) -m pytest tests/test_site.py --durations=5 || status=$$?; \

@@ -19,6 +19,9 @@ def rebuild(loader: DataLoader, **changes: Any) -> DataLoader:
     if "sampler" in changes and (isinstance(loader.dataset, IterableDataset) or loader.batch_size is None):
         raise ValueError("changes: sampler replaces the sampler of a loader with batch_size over a map-style dataset; "
                          "this one has an IterableDataset or its own batch_sampler")
+    if "batch_sampler" in changes and (changes["batch_sampler"] is None or "sampler" in changes):
+        raise ValueError(f"changes: batch_sampler must be batches of indices, without sampler (torch takes one or the "
+                         f"other), got batch_sampler={changes['batch_sampler']!r}" + (" and sampler" if "sampler" in changes else ""))
     if "batch_sampler" in changes and (isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None):
         raise ValueError("changes: batch_sampler replaces the batches of a loader over a map-style dataset that makes batches; "
                          "this one has an IterableDataset or batch_size=None")

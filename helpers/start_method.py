@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+from typing import Any
 
+from helpers._validate import short
 from helpers.course import START_METHOD_VAR
 
 PTH_NAME = "course_start_method.pth"
@@ -34,14 +37,42 @@ def default() -> str:
 
 
 def apply() -> str:
-    """Make COURSE_START_METHOD's method multiprocessing's default in this process, when set; returns the default in effect."""
+    """Make COURSE_START_METHOD's method multiprocessing's default in this process, when set; returns the method in effect
+    (unset, nothing is fixed: a later set_start_method still works)."""
     method = chosen()
     if method is not None:
         multiprocessing.set_start_method(method, force=True)
-    return multiprocessing.get_start_method()
+    return multiprocessing.get_start_method(allow_none=True) or default()  # unset: nothing is fixed here
 
 
-def kept_by_design(command: str) -> bool:
-    """Whether a child process's command line is multiprocessing's resource tracker or fork server: each started once, on
-    first use, and kept until the program exits (not a worker, rank or program left behind)."""
-    return "resource_tracker" in command or "multiprocessing.forkserver" in command
+RESOURCE_TRACKER = "from multiprocessing.resource_tracker import main"  # the -c code multiprocessing starts each with
+FORK_SERVER = "from multiprocessing.forkserver import main"
+
+
+def kept_by_design(process: Any) -> bool:
+    """Whether `process` (a psutil.Process) is multiprocessing's resource tracker or fork server, each started once on first
+    use and kept until the program exits; a worker the fork server forked runs the same command line, but its parent is
+    the fork server. False for a process that has exited."""
+    import psutil
+
+    if not isinstance(process, psutil.Process):
+        raise TypeError(f"process must be a psutil.Process, got {short(process)}")
+    try:
+        command = " ".join(process.cmdline())
+        if FORK_SERVER in command:
+            parent = process.parent()
+            return parent is None or FORK_SERVER not in " ".join(parent.cmdline())
+        return RESOURCE_TRACKER in command
+    except psutil.Error:
+        return False
+
+
+def main() -> int:
+    """Exit status 2 with the error when COURSE_START_METHOD is bad, else 0: make lab and make test check it first, since the
+    .pth file can only print it."""
+    try:
+        chosen()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -91,7 +91,7 @@ def child_processes() -> list:
     """This process's children, less multiprocessing's resource tracker and fork server (each started once, kept by design)."""
     import psutil
 
-    return [p for p in psutil.Process().children(recursive=True) if not start_method.kept_by_design(command(p))]
+    return [p for p in psutil.Process().children(recursive=True) if not start_method.kept_by_design(p)]
 
 
 @pytest.fixture

@@ -220,3 +220,18 @@ def test_batched_fetches_that_hold_slow_items_are_no_slow_worker():
     assert "slow-worker" not in judge(obs)
     ms = obs.measured["worker_fetch_ms"]
     assert 1.9 < ms[0] < 3.5 and 1.9 < ms[1] < 3.5, ms
+
+
+def test_rebuild_reads_the_batches_it_is_given_and_names_a_bad_batch_sampler():
+    """head-of-line's two loaders read one list of batches (helpers.rebuild's batch_sampler)."""
+    from helpers.rebuild import rebuild
+
+    loader = DataLoader(torch.arange(10), batch_size=4, shuffle=True)
+    batches = [[0, 1], [5, 3, 2], [9]]
+    for workers in (0, 2):
+        copy = rebuild(loader, batch_sampler=batches, num_workers=workers)
+        assert [b.tolist() for b in copy] == batches and len(copy) == 3
+    with pytest.raises(ValueError, match="batch_sampler must be batches of indices, without sampler .* got batch_sampler=None"):
+        rebuild(loader, batch_sampler=None)
+    with pytest.raises(ValueError, match=r"got batch_sampler=\[\[0, 1\]\] and sampler"):
+        rebuild(loader, batch_sampler=[[0, 1]], sampler=[0, 1])

@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 import sysconfig
 from pathlib import Path
 
@@ -71,11 +72,26 @@ def test_a_method_this_platform_lacks_is_named_in_the_error(monkeypatch):
     assert start_method.chosen() is None and start_method.default() == multiprocessing.get_all_start_methods()[0]
 
 
-@pytest.mark.parametrize("command, kept", [
-    ("python -c from multiprocessing.resource_tracker import main;main(5)", True),
-    ("python -B -c from multiprocessing.forkserver import main; main(18, 19, ['__main__'])", True),
-    ("python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, pipe_handle=8)", False),  # a worker
-    ("python -c while True: pass", False),
-])
-def test_only_multiprocessings_own_servers_are_kept_by_design(command, kept):
-    assert start_method.kept_by_design(command) is kept
+def test_only_multiprocessings_own_servers_are_kept_by_design():
+    """Under forkserver: the fork server and the resource tracker are kept; a worker the server forked (same command line,
+    the server as its parent) and any other program are not; a command line is not a process."""
+    import psutil
+
+    context = multiprocessing.get_context("forkserver")
+    worker = context.Process(target=time.sleep, args=(30,))
+    worker.start()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        kept = {p.pid for p in psutil.Process().children(recursive=True) if start_method.kept_by_design(p)}
+        servers = {p.pid for p in psutil.Process().children() if start_method.FORK_SERVER in " ".join(p.cmdline())
+                   or start_method.RESOURCE_TRACKER in " ".join(p.cmdline())}
+        assert len(servers) == 2 and kept == servers  # the fork server and the resource tracker, nothing else
+        assert worker.pid not in kept and other.pid not in kept
+        assert psutil.Process(worker.pid).parent().pid in servers  # forked by the server
+    finally:
+        worker.terminate()
+        worker.join()
+        other.kill()
+        other.wait()
+    with pytest.raises(TypeError, match="process must be a psutil.Process, got 'resource_tracker'"):
+        start_method.kept_by_design("resource_tracker")

@@ -198,7 +198,7 @@ def leftovers(before: set[str]) -> list[str]:
         except psutil.Error:
             return f"pid {process.pid} (exited)"
 
-    children = [command(p)[:120] for p in psutil.Process().children(recursive=True) if not kept_by_design(command(p))]
+    children = [command(p)[:120] for p in psutil.Process().children(recursive=True) if not kept_by_design(p)]
     return children + sorted(temp_folders() - before)
 
 

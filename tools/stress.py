@@ -224,7 +224,7 @@ def leftover_children() -> list[str]:
         except psutil.Error:  # exited since it was listed
             return f"pid {process.pid} (exited)"
 
-    return [command(p)[:120] for p in psutil.Process().children(recursive=True) if not kept_by_design(command(p))]
+    return [command(p)[:120] for p in psutil.Process().children(recursive=True) if not kept_by_design(p)]
 
 
 def main(argv: list[str] | None = None) -> int:
