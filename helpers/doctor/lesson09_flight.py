@@ -16,10 +16,11 @@ from itertools import zip_longest
 from typing import Any
 
 from helpers.doctor.findings import Finding
-from helpers.doctor.measure import length, summary
+from helpers.doctor.measure import length, ranks_on_node, summary
 from helpers.doctor.reading import THREAD_PREFIX, alternating_rates, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.flight import Event, FlightRecorder, head_of_line_s, reading_s, waiting_share
+from helpers.env import usable_cpus
 from helpers.rebuild import rebuild
 
 LESSON = "09_what_the_model_saw"
@@ -47,16 +48,14 @@ def _recording(obs: Observation) -> FlightRecorder | None:
     """The loader read through a FlightRecorder in this rule's slot (the first of these rules to run records it)."""
     if obs.flight is not None or "flight" in obs.skipped:
         return obs.flight
-    size = length(obs.loader)
-    most = max(RECORD_BATCHES, 6 * obs.loader.num_workers)
+    size, most = length(obs.loader), max(RECORD_BATCHES, 6 * obs.loader.num_workers)
     wanted = min(most, size) if size else most
     need = obs.first_batch_s + max(6 * obs.loader.num_workers, 12) * obs.steady_batch_s
     if not math.isfinite(need) or not obs.borrow(min(need, 0.5 * obs.left())):
         obs.skipped["flight"] = "no time was left in the budget for a flight recording"
         return None
     seconds = max(0.5, min(obs.slot_left(), max(need, RECORD_SHARE * obs.left())))  # the rest: re-fetches and in_order=False
-    copy = rebuild(obs.loader, timeout=seconds) if obs.loader.num_workers else obs.loader
-    recorder = FlightRecorder(copy)
+    recorder = FlightRecorder(rebuild(obs.loader, timeout=seconds) if obs.loader.num_workers else obs.loader)
     failed: list[BaseException] = []
 
     def read() -> None:
@@ -67,8 +66,7 @@ def _recording(obs: Observation) -> FlightRecorder | None:
         finally:
             stop_workers(recorder.loader)
 
-    thread = threading.Thread(target=read, daemon=True, name=THREAD_PREFIX + "flight")
-    thread.start()
+    (thread := threading.Thread(target=read, daemon=True, name=THREAD_PREFIX + "flight")).start()
     thread.join(seconds + max(1.0, obs.first_batch_s))
     if thread.is_alive() or failed or recorder.batches < 2:
         why = ("it did not end in time" if thread.is_alive() else f"it stopped: {summary(failed[0])}" if failed
@@ -99,11 +97,8 @@ def _fetches(recorder: FlightRecorder) -> list[Event]:
 
 def _refetchable(obs: Observation, fetches: list[Event]) -> str:
     """Why the samples cannot be fetched again by their ids here, or "" when they can."""
-    if obs.iterable:
-        return "a stream's items cannot be fetched again by id"
-    if any(e.samples != 1 for e in fetches):
-        return "the dataset fetches whole batches (__getitems__), so its samples' times cannot be told apart"
-    return ""
+    return ("a stream's items cannot be fetched again by id" if obs.iterable else "the dataset fetches whole batches "
+            "(__getitems__), so its samples' times cannot be told apart" if any(e.samples != 1 for e in fetches) else "")
 
 
 def _fetch_again(dataset: Any, ids: list[Any], deadline: float) -> list[float]:
@@ -338,9 +333,14 @@ def _uneven(recorder: FlightRecorder) -> float:
 
 
 def _holds(obs: Observation) -> bool:
-    """head-of-line measures: 2+ workers, in_order=True, and the recording shows batches uneven to make and the loop held on
-    a batch while a later one was ready, each for HOL_SHARE of its reading."""
-    if obs.flight is None or obs.loader.num_workers < 2 or not getattr(obs.loader, "in_order", True):
+    """head-of-line measures: 2+ workers, at most one process over the cores, in_order=True, and the recording shows batches
+    uneven to make and the loop held on a batch while a later one was ready, each for HOL_SHARE of its reading."""
+    workers = obs.loader.num_workers
+    if obs.flight is None or workers < 2 or not getattr(obs.loader, "in_order", True):
+        return False
+    if ranks_on_node() * (1 + workers) > usable_cpus() + 1:  # workers-oversubscribed: batches come unevenly from taking turns
+        obs.skipped["head-of-line"] = (f"{workers} workers take turns on {usable_cpus()} usable cores (workers-oversubscribed), "
+                                       "which makes batches arrive unevenly by itself: fix the count first")
         return False
     start, end = reading_s(obs.flight)
     return _uneven(obs.flight) >= HOL_SHARE and head_of_line_s(obs.flight) >= HOL_SHARE * (end - start)
