@@ -380,6 +380,40 @@ def test_a_stream_that_wraps_within_a_turn_counts_its_samples_again():
     assert len(runs) == 2 and all(r[0] > 0 for r in runs)
 
 
+class _Logged(Dataset):
+    """Items that sleep `pause_s` and log (tag, start, end) of each fetch, in the main process (no workers)."""
+
+    def __init__(self, tag: str, pause_s: float, log: list) -> None:
+        self.tag, self.pause_s, self.log = tag, pause_s, log
+
+    def __len__(self) -> int:
+        return 10_000
+
+    def __getitem__(self, i: int) -> int:
+        start = time.perf_counter()
+        time.sleep(self.pause_s)
+        self.log.append((self.tag, start, time.perf_counter()))
+        return i
+
+
+def test_a_turn_lasts_min_turn_s_when_its_batches_come_sooner():
+    """threads-oversubscribed set 6 batches per turn from the loader as given (49 ms each); limited to one thread the
+    loader was 15x faster, so its turn timed about 20 ms, and one pause of a busy CI machine read 0.89x (CI, stop 47)."""
+    log: list = []
+    fast, slow = (DataLoader(_Logged(tag, pause, log), batch_size=1) for tag, pause in (("fast", 0.002), ("slow", 0.02)))
+    runs = reading.alternating_rates([fast, slow], time.perf_counter() + 30.0, 2, rounds=2, min_turn_s=0.15)
+    assert len(runs) == 2
+    turns: list[list[tuple]] = []  # runs of consecutive fetches by one loader: F | S | round 1: F, S S | round 2: S S, F
+    for entry in log:
+        if turns and turns[-1][0][0] == entry[0]:
+            turns[-1].append(entry)
+        else:
+            turns.append([entry])
+    fast_turns = [t for t in turns if t[0][0] == "fast"][1:]  # the first is the start-up fetch
+    assert len(fast_turns) == 2, [(t[0][0], len(t)) for t in turns]
+    assert all(t[-1][2] - t[0][1] >= 0.9 * 0.15 for t in fast_turns), [t[-1][2] - t[0][1] for t in fast_turns]
+
+
 @pytest.mark.parametrize("others, says", [(1.0, True), (0.2, False)])
 def test_a_sweep_without_a_gain_on_a_busy_machine_says_why(monkeypatch, others, says):
     """With a busy program on one of 2 cores, 2 workers measured 1.04-1.18x over none on the corpus's JPEG loader: no

@@ -121,7 +121,7 @@ def threads_oversubscribed(obs: Observation) -> Finding | None:
     timeout = max(1.0, obs.slot_left())
     pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout),
             rebuild(obs.loader, persistent_workers=True, timeout=timeout, worker_init_fn=OneThread(obs.loader.worker_init_fn))]
-    rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
+    rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn, min_turn_s=TURN_S)
     ratios = [limited / given for given, limited in rounds if given > 0]
     if len(ratios) < 2:
         obs.skipped["threads-oversubscribed"] = (

@@ -264,7 +264,7 @@ def new_samples(batch: Any, seen: set[str], distinct: bool) -> int:
 
 
 def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int | list[int], rounds: int = 3,
-                      distinct: bool = False) -> list[list[float]]:
+                      distinct: bool = False, min_turn_s: float = 0.0) -> list[list[float]]:
     """Samples/s of each loader, per round, taking turns on workers started once; rounds alternate the order, until `deadline`.
 
     While one loader is timed, the others' workers are paused (SIGSTOP), so refilling their queues cannot take its
@@ -272,6 +272,8 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
     must have persistent workers (or none); on an error, a hang or the deadline, the rounds so far are returned.
     distinct: count only samples that loader had not delivered before (by identity): an IterableDataset that every
     worker reads in full delivers each sample once per worker, and only the first counts.
+    min_turn_s: a turn goes on past its batches until it has timed this long, so a loader many times faster than the
+    one its batch count was set from is not timed over a few milliseconds that one pause of the machine decides.
     """
     per_turn = batches_per_turn if isinstance(batches_per_turn, list) else [batches_per_turn] * len(loaders)
     iterators = [iter(loader) for loader in loaders]
@@ -299,8 +301,9 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
                     if iterators[i] is not before:
                         seen[i].clear()
                     new_samples(batch, seen[i], distinct)
-                started, samples = time.perf_counter(), 0
-                for _ in range(per_turn[i]):
+                started, samples, read = time.perf_counter(), 0, 0
+                while read < per_turn[i] or time.perf_counter() - started < min_turn_s:
+                    read += 1
                     if time.perf_counter() > deadline:
                         return results  # the round is not complete: it does not count
                     before = iterators[i]
