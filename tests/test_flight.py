@@ -8,6 +8,7 @@ import statistics
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
@@ -243,6 +244,16 @@ def test_events_on_one_thread_nest_or_follow_each_other(workers):
 def test_bad_input_gets_a_clear_error(call, message):
     with pytest.raises((TypeError, ValueError), match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+def test_numpy_numbers_are_whole_numbers_and_numbers():
+    """np.int64(2) batches and np.float32(30) seconds are read as 2 and 30 (the contract probe saw them refused as not
+    whole numbers); np.bool_ stays refused as bool is."""
+    recorder = flight.FlightRecorder(DataLoader(Items(n=32), batch_size=4)).record(batches=np.int64(2), seconds=np.float32(30))
+    assert sum(e.kind == "wait" for e in recorder.events) == 2
+    assert len(flight.slowest(recorder, k=np.int64(1))) == 1
+    with pytest.raises(ValueError, match="batches must be a whole number"):
+        flight.FlightRecorder(DataLoader(Items(n=32))).record(batches=np.bool_(True))
 
 
 class Cheap(Dataset):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import multiprocessing
 import os
 import re
@@ -89,7 +90,7 @@ def x_ray(spec: str, methods: tuple[str, ...] | list[str] | None = None, batches
                          f"got {short(methods)}")
     if len(set(methods)) < len(methods):
         raise ValueError(f"methods must name each start method once, got {short(methods)}")
-    if isinstance(batches, bool) or not isinstance(batches, int) or batches < 2:
+    if isinstance(batches, bool) or not isinstance(batches, numbers.Integral) or batches < 2:
         raise ValueError(f"batches must be an int of at least 2 (the first, then the steady rate), got {short(batches)}")
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {short(timeout_s)}")

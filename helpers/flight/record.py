@@ -18,6 +18,7 @@ the named clock.
 """
 from __future__ import annotations
 
+import numbers
 import os
 import threading
 import time
@@ -350,9 +351,9 @@ class FlightRecorder:
         ends past `seconds` of reading when given; returns self."""
         if step is not None and not callable(step):
             raise TypeError(f"step must be a function taking a batch, or None, got {short(step)}")
-        if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
+        if batches is not None and (isinstance(batches, bool) or not isinstance(batches, numbers.Integral) or batches < 1):
             raise ValueError(f"batches must be a whole number of 1 or more, or None for an epoch, got {short(batches)}")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)
                                     or not 0 < seconds < float("inf")):
             raise ValueError(f"seconds must be a number above 0, or None, got {short(seconds)}")
         end = now() + seconds if seconds is not None else float("inf")

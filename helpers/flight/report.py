@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ def workers(events: Any) -> list[WorkerShare]:
 
 def slowest(events: Any, k: int = 5) -> list[Event]:
     """The `k` slowest fetches, slowest first."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be a whole number of 1 or more, got {short(k)}")
     return sorted((e for e in _events(events) if e.kind == "fetch"), key=lambda e: -e.seconds)[:k]
 
@@ -115,7 +116,7 @@ def overhead(loader: Any, batches: int | None = None, rounds: int = 5) -> float:
     """The recorder's cost: seconds to read `batches` batches (None: an epoch) through a FlightRecorder over the plain
     loader's, the median of `rounds` interleaved paired rounds (1.03: 3 % slower)."""
     recorder = FlightRecorder(loader)
-    if batches is not None and (isinstance(batches, bool) or not isinstance(batches, int) or batches < 1):
+    if batches is not None and (isinstance(batches, bool) or not isinstance(batches, numbers.Integral) or batches < 1):
         raise ValueError(f"batches must be a whole number of 1 or more, or None for an epoch, got {short(batches)}")
 
     def timed(source: Any) -> Any:
