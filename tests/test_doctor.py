@@ -286,6 +286,20 @@ def test_count_reads_samples_from_tensors_arrays_or_lists_of_plain_values():
     assert count(["one line", "two", "three"]) == 3  # default_collate keeps strings as a list
     assert count({"text": ["a", "b"], "meta": {"n": 1}}) == 2 and count((["a", "b", "c"], [0, 1, 2])) == 3
     assert count(torch.tensor(3.0)) == 1 and count({"meta": {}}) == 1
+    # default_collate of ((a, b), (c, d)) samples: positions of batched tensors, 5 samples (not 2 positions' items)
+    assert count([[torch.zeros(5, 3), torch.zeros(5)], [torch.zeros(5), torch.zeros(5, 2)]]) == 5
+
+
+def test_count_reads_a_batch_of_zipped_samples_as_its_length():
+    """torchvision's detection references collate with tuple(zip(*batch)): 4 images of 3 x H x W and 4 target dicts
+    are 4 samples (count read the first image's 3 channels); likewise equal images with int or 0-d labels."""
+    from helpers.doctor.measure import count
+
+    images = tuple(torch.zeros(3, 20 + i, 30) for i in range(4))
+    targets = tuple({"boxes": torch.zeros(i + 1, 4), "labels": torch.ones(i + 1, dtype=torch.int64)} for i in range(4))
+    assert count((images, targets)) == 4
+    same = tuple(torch.zeros(3, 8, 8) for _ in range(4))
+    assert count((same, (0, 1, 2, 3))) == 4 and count((same, tuple(torch.tensor(i) for i in range(4)))) == 4
 
 
 def test_the_first_turn_of_an_unsharded_stream_counts_each_sample_once(monkeypatch):

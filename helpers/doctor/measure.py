@@ -105,12 +105,31 @@ def length(obj: Any) -> int | None:
 
 
 def count(batch: Any) -> int:
-    """Samples in a batch: the first dimension of its first tensor or array, else the length of its first list of
-    plain values (default_collate leaves strings as a list: a batch of 32 lines is 32 samples), else 1."""
+    """Samples in a batch: the length of a tuple(zip(*samples)) batch's positions, else the first dimension of its first
+    tensor or array, else the length of its first list of plain values (default_collate leaves strings as a list), else 1."""
+    zipped = _zipped_length(batch)
+    if zipped is not None:
+        return zipped
     found = next((leaf for leaf in leaves(batch) if isinstance(leaf, (torch.Tensor, np.ndarray))), None)
     if found is not None:
         return int(found.shape[0]) if found.ndim else 1
     return _plain_list_length(batch) or 1
+
+
+def _zipped_length(batch: Any) -> int | None:
+    """The samples in a batch collated as tuple(zip(*samples)) (torchvision's detection references): per-position tuples of
+    one length, holding what default_collate never leaves in a batch (dicts, plain numbers, 0-d tensors, or tensors of
+    unequal first dimensions), else None."""
+    if not isinstance(batch, (tuple, list)) or not batch or not all(isinstance(p, (tuple, list)) for p in batch):
+        return None
+    n = len(batch[0])
+    if n == 0 or any(len(p) != n for p in batch):
+        return None
+    items = [item for position in batch for item in position]
+    arrays = [item for item in items if isinstance(item, (torch.Tensor, np.ndarray))]
+    firsts = {int(a.shape[0]) for a in arrays if a.ndim}
+    marked = any(isinstance(item, (dict, int, float)) for item in items) or any(a.ndim == 0 for a in arrays)
+    return n if marked or len(firsts) > 1 else None
 
 
 def _plain_list_length(value: Any) -> int | None:
