@@ -452,7 +452,7 @@ def test_a_sweep_without_a_gain_on_a_busy_machine_says_why(monkeypatch, others, 
 ])
 def test_threads_oversubscribed_needs_the_gain_in_every_round(monkeypatch, rounds, fires):
     """One thread per worker must win by THREADS_GAIN in each interleaved round, not only in their median."""
-    monkeypatch.setattr(lesson00, "alternating_rates", lambda loaders, deadline, batches_per_turn: rounds)
+    monkeypatch.setattr(lesson00, "alternating_rates", lambda loaders, deadline, batches_per_turn, **kwargs: rounds)
     monkeypatch.setattr(lesson00, "usable_cpus", lambda: 2)
     monkeypatch.setattr(lesson00, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8, num_workers=2), deadline=time.perf_counter() + 60.0)
