@@ -32,7 +32,8 @@ class Reports(Dataset):
         return len(self.rows)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, str]:
-        others = sorted(t.native_id for t in threading.enumerate() if t is not threading.main_thread())
+        # a thread not yet started has no native_id (None): the flight recording's read raised on sorting it (stop 48)
+        others = sorted(t.native_id for t in threading.enumerate() if t is not threading.main_thread() and t.native_id)
         return torch.from_numpy(self.rows[i]), f"{os.getpid()}:{','.join(map(str, others))}"
 
 

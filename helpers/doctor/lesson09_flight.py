@@ -56,20 +56,20 @@ def _recording(obs: Observation) -> FlightRecorder | None:
         return None
     seconds = max(0.5, min(obs.slot_left(), max(need, RECORD_SHARE * obs.left())))  # the rest: re-fetches and in_order=False
     recorder = FlightRecorder(rebuild(obs.loader, timeout=seconds) if obs.loader.num_workers else obs.loader)
-    failed: list[BaseException] = []
+    failed: list[str] = []
 
     def read() -> None:
         try:
             recorder.record(step=obs.step, batches=wanted, seconds=seconds)
         except Exception as exc:  # noqa: BLE001 - the rules say why they did not judge
-            failed.append(exc)
+            failed.append(summary(exc))  # not the error: its traceback holds the loader's frames
         finally:
             stop_workers(recorder.loader)
 
     (thread := threading.Thread(target=read, daemon=True, name=THREAD_PREFIX + "flight")).start()
     thread.join(seconds + max(1.0, obs.first_batch_s))
     if thread.is_alive() or failed or recorder.batches < 2:
-        why = ("it did not end in time" if thread.is_alive() else f"it stopped: {summary(failed[0])}" if failed
+        why = ("it did not end in time" if thread.is_alive() else f"it stopped: {failed[0]}" if failed
                else "it read fewer than 2 batches")
         obs.skipped["flight"] = f"the flight recording read {recorder.batches} batch(es) and {why}"
         return None

@@ -314,6 +314,7 @@ class FlightRecorder:
         put_back = lambda: None  # noqa: E731 - without workers the transform is timed in place while reading
         if self.loader.num_workers == 0:
             put_back = _time_transform(self.loader.dataset.dataset)
+        batches: Any = None
         try:
             asked = now()  # the first wait includes iter(): the workers' start
             batches = iter(self.loader)
@@ -334,6 +335,10 @@ class FlightRecorder:
                     self.events.append(Event("step", "main", got, asked, number, pid=main, tid=_thread_id(), epoch=epoch))
         finally:
             put_back()
+            # a worker's error keeps this iterator in a reference cycle (torch's reraise frame), and with it the workers
+            # until the garbage collector runs: stop them here, as torch does at an epoch's end (persistent ones stay)
+            if not self.loader.persistent_workers and hasattr(batches, "_shutdown_workers"):
+                batches._shutdown_workers()  # private: the multi-process iterator's own shutdown
 
     def _note(self, notes: _Notes, number: int, epoch: int) -> None:
         where = notes.worker
