@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from helpers.doctor import xray
 from helpers.doctor.xray import MIB, MethodRun, x_ray
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,6 +137,20 @@ def test_an_interrupt_stops_the_methods_python_and_its_workers(cases, monkeypatc
         x_ray("xray_cases:hangs", methods=["fork"])
     left = [p for p in psutil.process_iter(["status"]) if _group(p) == children[0] and p.info["status"] != psutil.STATUS_ZOMBIE]
     assert not left, left
+
+
+def test_stop_returns_once_no_process_of_the_group_runs():
+    """_stop kills the method's process group and waits for it: the group's grandchild (a worker's place) is dead, or a
+    zombie, when it returns; _group_running read True before."""
+    grandchild = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", grandchild], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while len(psutil.Process(child.pid).children()) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert xray._group_running(child.pid)
+    xray._stop(child)
+    assert not xray._group_running(child.pid)
+    assert not [p for p in psutil.process_iter(["status"]) if _group(p) == child.pid and p.info["status"] != psutil.STATUS_ZOMBIE]
 
 
 def _group(process: psutil.Process) -> int | None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import multiprocessing
+import numbers
 import os
 import re
 import signal
@@ -124,12 +124,27 @@ def x_ray(spec: str, methods: tuple[str, ...] | list[str] | None = None, batches
 
 
 def _stop(child: subprocess.Popen) -> None:
-    """Kill a method's Python with its workers and forkserver (its process group) and reap it."""
+    """Kill a method's Python with its workers and forkserver (its process group), reap it, and wait (5 s at most) until
+    no process of the group runs: SIGKILL is sent at once but takes effect later (CI saw a worker still running)."""
     try:
         os.killpg(child.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     child.communicate()
+    deadline = time.monotonic() + 5
+    while _group_running(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _group_running(group: int) -> bool:
+    """Whether a process of process group `group` is alive (a zombie, dead and waiting to be reaped, is not)."""
+    for process in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(process.pid) == group and process.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _root() -> str:
