@@ -29,7 +29,7 @@ from helpers.start_method import kept_by_design  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 # The lessons whose asserts compare times or speeds (the others assert counts and values that load cannot move).
-TIMED_LESSONS = ("03", "04", "05", "06", "07", "08")
+TIMED_LESSONS = ("03", "04", "05", "06", "07", "08", "09")
 CELL_TIMEOUT_S = 300
 BUSY_PROGRAMS = 2  # CPU-bound programs beside each busy run: on a 2-core machine, as many as there are cores
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
