@@ -12,7 +12,6 @@ import os
 import sys
 from typing import Any
 
-from helpers._validate import short
 from helpers.course import START_METHOD_VAR
 
 PTH_NAME = "course_start_method.pth"
@@ -54,6 +53,8 @@ def kept_by_design(process: Any) -> bool:
     use and kept until the program exits; a worker the fork server forked runs the same command line, but its parent is
     the fork server. False for a process that has exited."""
     import psutil
+
+    from helpers._validate import short  # here, not at the top: the .pth imports this module in every Python of the venv
 
     if not isinstance(process, psutil.Process):
         raise TypeError(f"process must be a psutil.Process, got {short(process)}")

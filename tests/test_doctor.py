@@ -651,22 +651,29 @@ def test_fewer_weights_than_samples_but_not_one_per_class_is_a_warning():
     assert found.severity == "warning" and found.evidence["classes"] == 4 and "one per class" not in found.message
 
 
+class Busy(Sleepy):
+    """Items that compute `iterations` of helpers.workloads.spin (at module level: spawn and forkserver pickle it)."""
+
+    def __init__(self, iterations: int) -> None:
+        super().__init__()
+        self.iterations = iterations
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        from helpers.workloads import spin
+
+        spin(self.iterations)
+        return torch.zeros(4), i % 2
+
+
 def test_the_loaders_own_workers_are_not_a_busy_host_nor_oversubscribed_threads():
     """Two workers decoding flat out use the cores: that is the loader, not other programs, and one thread each."""
-    from helpers.workloads import spin, spin_iterations_per_ms
-
-    iterations = round(3 * spin_iterations_per_ms())
-
-    class Busy(Sleepy):
-        def __getitem__(self, i):
-            spin(iterations)
-            return torch.zeros(4), i % 2
+    from helpers.workloads import spin_iterations_per_ms
 
     before, started = psutil.cpu_times(), time.perf_counter()
     time.sleep(1.0)  # the machine's own load, with nothing of ours running: measured apart from the doctor
     after = psutil.cpu_times()
     background = (sum(after) - after.idle - sum(before) + before.idle) / (time.perf_counter() - started)
-    diagnosis = run(DataLoader(Busy(), batch_size=8, num_workers=2), budget_s=6.0)
+    diagnosis = run(DataLoader(Busy(round(3 * spin_iterations_per_ms())), batch_size=8, num_workers=2), budget_s=6.0)
     assert diagnosis.measurements["loader_cores"] >= 0.5, str(diagnosis)
     assert "threads-oversubscribed" not in diagnosis.codes, str(diagnosis)  # busy, but one working thread per worker
     assert diagnosis.measurements["other_programs_cores"] <= background + 0.5, (background, str(diagnosis))

@@ -94,17 +94,20 @@ def test_the_loop_gets_the_loaders_own_batches_and_every_sample_is_noted(workers
         assert [(s.worker, s.samples) for s in shares] == [(flight.MAIN, 64)]
 
 
+class Stamped(Dataset):
+    """32 items, each the worker's CLOCK_MONOTONIC when it was fetched (at module level: spawn and forkserver pickle it)."""
+
+    def __len__(self) -> int:
+        return 32
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor([time.clock_gettime(time.CLOCK_MONOTONIC)], dtype=torch.float64)
+
+
 def test_a_workers_clock_agrees_with_the_main_processs():
     """One clock across processes: every batch's fetches start after the loop asked for its first batch (read in the main
     process before iter()) and its collate ends before the batch arrives in the main process; a worker's own
     CLOCK_MONOTONIC read beside the recorder's (returned in the item) matches it."""
-    class Stamped(Dataset):
-        def __len__(self) -> int:
-            return 32
-
-        def __getitem__(self, i: int) -> torch.Tensor:
-            return torch.tensor([time.clock_gettime(time.CLOCK_MONOTONIC)], dtype=torch.float64)
-
     before = time.clock_gettime(time.CLOCK_MONOTONIC)
     recorder = flight.FlightRecorder(DataLoader(Stamped(), batch_size=4, num_workers=2))
     stamps = torch.cat(list(recorder)).flatten().tolist()

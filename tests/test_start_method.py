@@ -58,6 +58,17 @@ def test_a_fresh_python_of_the_venv_starts_workers_with_the_method_named(value, 
     assert probe(value, tmp_path) == expected
 
 
+def test_the_switch_imports_neither_torch_nor_numpy_at_start_up():
+    """The .pth runs in every Python of the venv (pip, jupyter, each spawned worker): under the switch, importing
+    helpers._validate there made each import numpy and torch at start-up (the forkserver suite's test_ready_import_...)."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("not the course's .venv (make installs the .pth file there)")
+    code = "import sys, multiprocessing; print(sorted(m for m in ('numpy', 'torch') if m in sys.modules), multiprocessing.get_start_method())"
+    env = {**os.environ, START_METHOD_VAR: "forkserver"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["[]", "forkserver"], done.stdout + done.stderr
+
+
 def test_the_venv_holds_the_switch_as_make_writes_it():
     if sys.prefix == sys.base_prefix:
         pytest.skip("not the course's .venv (make installs the .pth file there)")
