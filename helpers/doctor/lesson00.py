@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 
 from helpers.doctor.findings import Finding, fmt_bytes
-from helpers.doctor.measure import ranks_on_node, shm_free_bytes
+from helpers.doctor.measure import processes_over_cores, ranks_on_node, shm_free_bytes
 from helpers.doctor.pickling import PICKLE_FIX, SENT, culprit, main_has_no_file, pickle_probe, start_method
 from helpers.doctor.reading import alternating_rates
 from helpers.doctor.registry import Observation, finding, rule
@@ -31,7 +31,7 @@ def workers_oversubscribed(obs: Observation) -> Finding | None:
     processes = ranks * (1 + workers)
     advice = workers_per_rank(ranks, cores)
     obs.measured.update(usable_cores=cores, ranks_on_node=ranks, processes=processes, workers_per_rank_rule=advice)
-    if processes > cores + 1:
+    if processes_over_cores(workers) > 1:
         queued = workers * (obs.loader.prefetch_factor or 2)
         memory = f", and up to {queued} batches per rank wait in memory (prefetch_factor x workers)" if workers else ""
         return finding(

@@ -16,7 +16,7 @@ from itertools import zip_longest
 from typing import Any
 
 from helpers.doctor.findings import Finding
-from helpers.doctor.measure import length, ranks_on_node, summary
+from helpers.doctor.measure import length, processes_over_cores, summary
 from helpers.doctor.reading import THREAD_PREFIX, alternating_rates, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.flight import Event, FlightRecorder, head_of_line_s, reading_s, waiting_share
@@ -338,7 +338,7 @@ def _holds(obs: Observation) -> bool:
     workers = obs.loader.num_workers
     if obs.flight is None or workers < 2 or not getattr(obs.loader, "in_order", True):
         return False
-    if ranks_on_node() * (1 + workers) > usable_cpus() + 1:  # workers-oversubscribed: batches come unevenly from taking turns
+    if processes_over_cores(workers) > 1:  # workers-oversubscribed: batches come unevenly from taking turns
         obs.skipped["head-of-line"] = (f"{workers} workers take turns on {usable_cpus()} usable cores (workers-oversubscribed), "
                                        "which makes batches arrive unevenly by itself: fix the count first")
         return False

@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from helpers.batches import leaves
+from helpers.env import usable_cpus
 
 LABEL_KEYS = ("label", "labels", "target", "targets", "y")
 KEY_KEYS = ("__key__", "key", "keys", "id", "ids")
@@ -28,6 +29,11 @@ def ranks_on_node() -> int:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_world_size()
     return 1
+
+
+def processes_over_cores(workers: int) -> int:
+    """Loader processes on this machine (each rank's main process and `workers`) beyond the usable cores (0: within)."""
+    return max(0, ranks_on_node() * (1 + workers) - usable_cpus())
 
 
 def accelerator_available() -> bool:
