@@ -22,6 +22,8 @@ from helpers.ddp import rank_device
 from helpers.imbalance import batch_class_counts, class_counts, sample_weights
 from helpers.loading import StepTimer, benchmark_loader
 from helpers.samplers import DistributedWeightedSampler
+from helpers.start_method import kept_by_design
+from helpers.timing import tree_cpu_s
 from helpers.workloads import SlowDataset
 
 
@@ -190,12 +192,11 @@ def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 2
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
     iterator = iter(loader)  # starts this rank's workers
     next(iterator)
-    # this rank's child processes: its DataLoader workers
-    workers = len(psutil.Process().children())
+    # this rank's DataLoader workers: its children under fork and spawn, the fork server's under forkserver
+    workers = sum(not kept_by_design(p) for p in psutil.Process().children(recursive=True))
     del iterator  # stops them
     dist.barrier()  # every rank starts timing together
-    me = psutil.Process()
-    mine = _cpu_seconds(me.cpu_times())
+    mine = tree_cpu_s()
     machine = _busy_seconds(psutil.cpu_times())
     start = time.perf_counter()
     # Timed from iter() to the last batch: batches the workers prefetch
@@ -204,15 +205,10 @@ def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 2
     samples_per_s = benchmark.samples_per_s  # the workers exited inside benchmark_loader
     wall_s = time.perf_counter() - start
     return {"workers": workers, "samples_per_s": samples_per_s, "wall_s": wall_s,
-            # this rank and its workers (reaped when they exit)
-            "cpu_s": _cpu_seconds(me.cpu_times()) - mine,
+            # this rank and its workers (reaped when they exit, by the rank or by its fork server)
+            "cpu_s": tree_cpu_s() - mine,
             # every program on the machine
             "machine_busy_s": _busy_seconds(psutil.cpu_times()) - machine}
-
-
-def _cpu_seconds(times: Any) -> float:
-    """CPU seconds of a process and its reaped children, from psutil's cpu_times()."""
-    return times.user + times.system + times.children_user + times.children_system
 
 
 def _busy_seconds(times: Any) -> float:

@@ -83,13 +83,21 @@ def _busy_and_own_s() -> tuple[float, float]:
     per_cpu = psutil.cpu_times(percpu=True)
     busy = sum(sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "steal", 0.0)
                for i, t in enumerate(per_cpu) if i in cores)
-    own = 0.0
+    return busy, tree_cpu_s()
+
+
+def tree_cpu_s() -> float:
+    """CPU seconds of this process and all its descendants, living or reaped (a fork server's workers included)."""
+    import psutil
+
+    total = 0.0
     for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
-        try:
-            own += sum(process.cpu_times())  # user, system, and the children it has reaped (a forkserver's workers)
+        try:  # user, system, and the children it has reaped: under forkserver the fork server reaps the workers
+            times = process.cpu_times()
         except psutil.Error:  # exited between the listing and the reading
-            pass
-    return busy, own
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
 
 
 def others_during(measure: Callable[[], T]) -> tuple[T, float]:

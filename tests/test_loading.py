@@ -9,7 +9,7 @@ import psutil
 import pytest
 import torch
 from matplotlib.figure import Figure
-from conftest import ROOT
+from conftest import ROOT, child_processes
 from torch.utils.data import DataLoader, Dataset
 
 from helpers import loading
@@ -48,8 +48,9 @@ class SlowFirstItem(Dataset):
 
 
 def new_children(before):
-    """Child processes started since `before` (a set of pids)."""
-    return [p for p in psutil.Process().children() if p.pid not in before]
+    """Processes started below this one since `before` (a set of pids), less multiprocessing's fork server and resource
+    tracker: under forkserver the workers are the fork server's children, not this process's."""
+    return [p for p in child_processes() if p.pid not in before]
 
 
 def still_running(before):
@@ -100,7 +101,7 @@ def test_benchmark_stops_after_num_batches_and_counts_a_partial_batch():
 
 
 def test_benchmark_leaves_no_worker_running():
-    before = {p.pid for p in psutil.Process().children()}
+    before = {p.pid for p in child_processes()}
     loader = DataLoader(InMemoryDataset(4096), batch_size=16, num_workers=2)
     result = benchmark_loader(loader, num_batches=2)  # stops early: the iterator still had batches
     assert result.num_batches == 2
@@ -108,7 +109,7 @@ def test_benchmark_leaves_no_worker_running():
 
 
 def test_persistent_workers_survive_between_benchmarks():
-    before = {p.pid for p in psutil.Process().children()}
+    before = {p.pid for p in child_processes()}
     loader = DataLoader(InMemoryDataset(256), batch_size=32, num_workers=1, persistent_workers=True)
     benchmark_loader(loader)
     kept = new_children(before)
