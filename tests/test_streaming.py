@@ -1,5 +1,8 @@
 """helpers.streaming: tar shards split over ranks x workers read each sample once; the unsharded control duplicates."""
+import json
 import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -7,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import webdataset as wds
 from torch.utils.data import DataLoader
+from conftest import ROOT
 
 import helpers.streaming as streaming
 from helpers.streaming import ShardedStream, UnshardedStream, count_samples, read_shard, shard_assignment, write_shards
@@ -75,17 +78,29 @@ def test_equal_steps_gives_every_rank_the_same_number_of_samples(shards):
     assert set((counts[0] + counts[1]).values()) == {1}
 
 
-def test_webdataset_reads_the_shards_the_same_way(shards, monkeypatch):
-    for rank in range(WORLD_SIZE):
-        monkeypatch.setenv("RANK", str(rank))
-        monkeypatch.setenv("WORLD_SIZE", str(WORLD_SIZE))
-        dataset = wds.WebDataset(
-            [str(shard) for shard in shards], shardshuffle=False, nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker
-        )
-        urls = Counter(sample["__url__"] for sample in DataLoader(dataset, batch_size=None, num_workers=NUM_WORKERS))
-        plan = shard_assignment(len(shards), WORLD_SIZE, NUM_WORKERS)
+READ_URLS = """
+import json, sys
+import webdataset as wds
+from torch.utils.data import DataLoader
+dataset = wds.WebDataset(sys.argv[2:], shardshuffle=False, nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker)
+print(json.dumps(sorted({sample["__url__"] for sample in DataLoader(dataset, batch_size=None, num_workers=int(sys.argv[1]))})))
+"""
+
+
+def test_webdataset_reads_the_shards_the_same_way(shards):
+    """Each rank a process launched with its RANK and WORLD_SIZE, as torchrun does. Not one process setting them in
+    turn: under forkserver the workers get the fork server's environment, fixed when it started, so the second rank's
+    workers read the first rank's RANK (seen in the suite's forkserver run)."""
+    ranks = [subprocess.Popen([sys.executable, "-c", READ_URLS, str(NUM_WORKERS), *map(str, shards)], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, "RANK": str(rank), "WORLD_SIZE": str(WORLD_SIZE)})
+             for rank in range(WORLD_SIZE)]
+    plan = shard_assignment(len(shards), WORLD_SIZE, NUM_WORKERS)
+    for rank, process in enumerate(ranks):
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
         expected = {str(shards[index]) for worker in range(NUM_WORKERS) for index in plan[(rank, worker)]}
-        assert set(urls) == expected
+        assert set(json.loads(out)) == expected
 
 
 def test_nothing_is_opened_in_init(shards, monkeypatch):
