@@ -192,7 +192,7 @@ def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 2
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
     iterator = iter(loader)  # starts this rank's workers
     next(iterator)
-    # this rank's DataLoader workers: its children under fork and spawn, the fork server's under forkserver
+    # this rank's DataLoader workers: its children (under forkserver, the fork server's)
     workers = sum(not kept_by_design(p) for p in psutil.Process().children(recursive=True))
     del iterator  # stops them
     dist.barrier()  # every rank starts timing together
