@@ -1,6 +1,7 @@
 """helpers.clinic: the faults switch what they say, the template equals the fixed script, runs measure what they claim, bad input is named."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -139,6 +140,9 @@ def test_train_measures_scores_draws_and_the_evaluation_reads(one_thread):
     assert run.world_size == 1 and len(run.epoch_draws) == 2 and run.steps_per_epoch == (math.ceil(N / clinic.BATCH_SIZE),) * 2
     assert run.repeated_epochs == 0 and run.eval_samples == run.eval_distinct == clinic.EVAL_PER_CLASS * clinic.NUM_CLASSES
     assert 0 <= run.data_wait_share <= 1 and run.samples_per_s > 0 and len(run.worker_uss_growth_mib) == clinic.workers_per_rank(1)
+    # each worker's USS at the end holds its growth over the run, on top of what it started with
+    assert len(run.worker_uss_mib) == len(run.worker_uss_growth_mib) and all(
+        end > max(growth, 0) for end, growth in zip(run.worker_uss_mib, run.worker_uss_growth_mib))
     assert run.balanced_accuracy == pytest.approx(np.mean(run.recall_per_class)) and run.minority_recall == run.recall_per_class[clinic.MINORITY]
     assert torch.get_num_threads() == 1  # the fixture's; train put back what it found
 
@@ -146,7 +150,7 @@ def test_train_measures_scores_draws_and_the_evaluation_reads(one_thread):
 def test_train_as_given_ignores_the_rare_class_and_reads_the_stream_per_worker(one_thread):
     run = clinic.train(epochs=1)
     assert run.minority_recall < 0.1 and run.accuracy_at_training_mix > run.balanced_accuracy + 0.2
-    assert run.eval_samples == run.eval_distinct * max(1, clinic.workers_per_rank(1)) and run.worker_uss_growth_mib == ()
+    assert run.eval_samples == run.eval_distinct * max(1, clinic.workers_per_rank(1)) and run.worker_uss_growth_mib == run.worker_uss_mib == ()
 
 
 def test_run_properties():
@@ -154,7 +158,9 @@ def test_run_properties():
     assert run.repeated_epochs == 1 and run.distinct_drawn == 4 and run.steps_per_epoch == (1, 1, 1)
     shares = np.array(clinic.CLASS_COUNTS) / N
     assert run.accuracy_at_training_mix == pytest.approx(shares[0] + 0.5 * shares[1])
-    assert "balanced accuracy 0.500" in str(run)
+    assert "balanced accuracy 0.500" in str(run) and "worker USS" not in str(run)  # no workers, nothing to say
+    with_workers = dataclasses.replace(run, worker_uss_growth_mib=(16.0, 12.0), worker_uss_mib=(30.0, 20.0))
+    assert str(with_workers).endswith(", worker USS 25 MiB (+14 over the run)")  # medians
 
 
 def test_measure_speed_times_a_window_after_the_warmup(one_thread):

@@ -126,6 +126,7 @@ class Run:
     epoch_draws: tuple[tuple[int, ...], ...] = ()  # this rank's training sample indices, epoch by epoch
     worker_uss_growth_mib: tuple[float, ...] = ()  # each training worker's own memory growth over the run
     seconds: float = math.nan
+    worker_uss_mib: tuple[float, ...] = ()  # each training worker's own memory at the run's end
 
     @property
     def accuracy_at_training_mix(self) -> float:
@@ -149,7 +150,8 @@ class Run:
         return tuple(-(-len(draws) // BATCH_SIZE) for draws in self.epoch_draws)
 
     def __str__(self) -> str:
-        memory = f", worker USS +{np.median(self.worker_uss_growth_mib):.0f} MiB" if self.worker_uss_growth_mib else ""
+        memory = (f", worker USS {np.median(self.worker_uss_mib):.0f} MiB (+{np.median(self.worker_uss_growth_mib):.0f} "
+                  "over the run)" if self.worker_uss_mib else "")
         return (f"balanced accuracy {self.balanced_accuracy:.3f}, minority recall {self.minority_recall:.3f}; "
                 f"evaluation read {self.eval_samples} samples, {self.eval_distinct} distinct; "
                 f"{self.samples_per_s:,.0f} samples/s, waiting {self.data_wait_share:.0%}{memory}")
@@ -219,7 +221,8 @@ def train(fixed: Iterable[str] = (), *, epochs: int = EPOCHS, seed: int = 0,
                 # end of epoch: every rank waits for the others
                 # (say, before rank 0 saves a checkpoint)
                 dist.barrier()
-        growth = [end - start for start, end in zip(uss_start, _worker_uss(loader))]
+        uss_end = _worker_uss(loader)
+        growth = [end - start for start, end in zip(uss_start, uss_end)]
         del loader  # its persistent workers exit here
         found = evaluate(model, fixed, seed=seed, device=device)
     wait, compute = sum(timer.data_wait_s[1:]), sum(timer.compute_s[1:])
@@ -227,7 +230,7 @@ def train(fixed: Iterable[str] = (), *, epochs: int = EPOCHS, seed: int = 0,
     return Run(fixed, rank, world, trained / (wait + compute), wait / (wait + compute),
                found["accuracy"], found["balanced_accuracy"], found["minority_recall"],
                found["eval_samples"], found["eval_distinct"], found["recall_per_class"],
-               tuple(draws), tuple(growth), time.perf_counter() - started)
+               tuple(draws), tuple(growth), time.perf_counter() - started, tuple(uss_end))
 
 
 def train_in_turn(configs: Sequence[Iterable[str]], *, epochs: int = EPOCHS,
