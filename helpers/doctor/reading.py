@@ -72,7 +72,9 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
             except Exception as exc:  # noqa: BLE001 - the learner's loader may raise anything; it is the finding
                 failed = True
                 raise LoaderFailed(summary(exc), time.perf_counter() - started, "timed out" in str(exc), error=exc) from None
-            wait = time.perf_counter() - before
+            # the first from iter(loader): under spawn and forkserver, starting a worker blocks until it has read what
+            # was pickled for it (a pipe holds 64 KiB), so its start-up is paid inside iter(), not the first next()
+            wait = time.perf_counter() - (started if n == 0 else before)
             if n == 0 and on_start is not None:
                 on_start(getattr(source, "iterator", None))
             spent = step(batch) if step is not None else 0.0

@@ -87,8 +87,8 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
     obs.kept.clear()
     left = threads_left()
     if left:
-        obs.skipped["threads"] = (f"{len(left)} doctor thread(s) still inside your loader's code (it hung): they end when that "
-                                  "call returns; the command line exits without waiting")
+        obs.skipped["threads"] = (f"{len(left)} doctor thread(s) still inside your loader's code at the end (a slow call or a hang): they end "
+                                  "when that call returns; the command line exits without waiting")
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: order[f.severity])
     seen = sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught})
