@@ -72,8 +72,8 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
             except Exception as exc:  # noqa: BLE001 - the learner's loader may raise anything; it is the finding
                 failed = True
                 raise LoaderFailed(summary(exc), time.perf_counter() - started, "timed out" in str(exc), error=exc) from None
-            # the first from iter(loader): under spawn and forkserver, starting a worker blocks until it has read what
-            # was pickled for it (a pipe holds 64 KiB), so its start-up is paid inside iter(), not the first next()
+            # the first from iter(loader): under spawn and forkserver, starting a worker blocks until it has read all but
+            # the last 64 KiB (a pipe's buffer) of what was pickled for it, so a large dataset's start-up is paid in iter()
             wait = time.perf_counter() - (started if n == 0 else before)
             if n == 0 and on_start is not None:
                 on_start(getattr(source, "iterator", None))
