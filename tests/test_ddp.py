@@ -267,6 +267,7 @@ def test_loader_sweep_counts_the_cpu_its_items_cost():
             # still far above what the main process alone spends when its workers' CPU is not counted.
             assert 0.5 * samples * 0.001 <= run["cpu_s"] <= 4 * samples * 0.001 + 1.0, run
             assert run["machine_busy_s"] >= 0.8 * run["cpu_s"], run  # the whole machine was busy at least with this rank
+            assert run["start_method"] == start_method.default()  # the ranks' own: COURSE_START_METHOD's, else fork
 
 
 TRACKER_SCRIPT = """
