@@ -205,7 +205,8 @@ def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 2
     samples_per_s = benchmark.samples_per_s  # the workers exited inside benchmark_loader
     wall_s = time.perf_counter() - start
     return {"workers": workers, "samples_per_s": samples_per_s, "wall_s": wall_s,
-            "start_method": torch.multiprocessing.get_start_method(),  # how this rank's workers started
+            # how this rank's workers started
+            "start_method": torch.multiprocessing.get_start_method(),
             # this rank and its workers (reaped when they exit, by the rank or by its fork server)
             "cpu_s": tree_cpu_s() - mine,
             # every program on the machine
