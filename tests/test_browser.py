@@ -105,6 +105,17 @@ def test_widget_messages_run_on_the_main_shell(lab):
 
 
 @pytest.mark.browser
+def test_no_news_pop_up_and_no_request_for_it(lab):
+    """The "get notified about official Jupyter news?" pop-up covered the bottom right of the outputs at 1400 px (a
+    newcomer review of lesson 07); answering it Never also keeps JupyterLab from asking a website."""
+    url, token = lab
+    with urllib.request.urlopen(f"{url}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}",
+                                timeout=10) as response:
+        settings = json.load(response)
+    assert settings["schema"]["properties"]["fetchNews"]["default"] == "false", settings["schema"]["properties"]["fetchNews"]
+
+
+@pytest.mark.browser
 def test_some_notebook_has_widgets():
     assert WIDGET_NOTEBOOKS, "the browser test needs at least one notebook with a widget"
 
