@@ -15,7 +15,9 @@ $(STAMP): requirements.txt pyproject.toml tools/jupyterlab-overrides.json helper
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Feed the GPUs (.venv)" >/dev/null
+	@# ipykernel install leaves its empty /tmp/tmp*_kernels folder behind: give it one of ours, removed after
+	tmp=$$(mktemp -d) && TMPDIR=$$tmp $(PY) -m ipykernel install --sys-prefix --name $(KERNEL) \
+	    --display-name "Feed the GPUs (.venv)" >/dev/null; status=$$?; rm -rf "$$tmp"; exit $$status
 	@# COURSE_START_METHOD=forkserver|spawn: every Python of the .venv starts with that start method (helpers/start_method.py)
 	$(PY) -c 'import sysconfig; from helpers.start_method import PTH_LINE, PTH_NAME; open(sysconfig.get_paths()["purelib"] + "/" + PTH_NAME, "w").write(PTH_LINE)'
 	@# widget messages on the main shell: on a subshell thread, a control's plot races the cell's own
