@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, Sa
 from doctor_corpus.planted import Sleepy
 from helpers import doctor
 from helpers.doctor import epochs
+from helpers.ledger import Ledger
 from helpers.ledger_demos import SharedEpochStream
 from helpers.samplers import DistributedWeightedSampler
 
@@ -370,3 +372,14 @@ def test_an_order_that_moves_only_with_set_epoch_is_said_as_info():
     assert found.fix.startswith("call set_epoch(epoch) on loader.sampler at the top of every epoch")
     shuffled = doctor.diagnose(DataLoader(DATA, batch_size=20, shuffle=True), epochs=2, budget_s=8)
     assert "epoch-order-repeats" not in shuffled.codes  # a RandomSampler draws a new order by itself
+
+
+def test_the_ledgers_timeout_allows_the_workers_start_up_the_first_pass_measured():
+    """A forkserver run of the suite: 1.5 s left, 0.75 x that the timeout, and workers that took 2.7 s to start the first
+    time timed out (a loader-error, an error finding on a loader that only starts slowly)."""
+    obs = doctor.Observation(DataLoader(TensorDataset(torch.arange(8)), batch_size=2, num_workers=1),
+                             deadline=time.perf_counter() + 1.5)
+    obs.first_batch_s = 2.7
+    assert epochs.watch(Ledger(), obs.loader, obs).loader.timeout >= 1.5 * 2.7
+    obs.first_batch_s = float("nan")  # the first pass read no batch: the budget's share alone
+    assert 1.0 <= epochs.watch(Ledger(), obs.loader, obs).loader.timeout <= 1.5

@@ -134,10 +134,13 @@ def make(obs: Observation, rank: int, world_size: int | None = None) -> DataLoad
 
 
 def watch(ledger: Ledger, loader: DataLoader, obs: Observation, rank: int = 0) -> Watched:
-    """`loader` watched by `ledger`; with workers, a copy whose every batch has the doctor's timeout."""
+    """`loader` watched by `ledger`; with workers, a copy whose every batch has the doctor's timeout, never shorter than
+    1.5x the first pass's first batch (its workers' start-up: about 2 s each under forkserver on the 2-core VM, where a
+    shorter timeout made a slow start a loader-error)."""
     kind = copy_class(loader)
     if loader.num_workers > 0 and type(loader).__iter__ is kind.__iter__:
-        loader = rebuild(loader, timeout=max(1.0, 0.75 * obs.left()), loader_class=kind)
+        start_up = 1.5 * obs.first_batch_s if math.isfinite(obs.first_batch_s) else 0.0
+        loader = rebuild(loader, timeout=max(1.0, 0.75 * obs.left(), start_up), loader_class=kind)
     return ledger.watch(loader, rank=rank, sample_id=item_id)
 
 
