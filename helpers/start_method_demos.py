@@ -1,10 +1,16 @@
-"""Lesson 09's start-method loaders: file paths kept as a Python list, the same paths packed in one tensor, a lambda transform.
+"""Lesson 09's start-method loaders: file paths kept as a Python list, the same paths packed in one tensor, a lambda transform;
+and what a worker sees of an environment variable changed after the first worker started.
 
 Each function takes no argument and returns a DataLoader with 2 workers, so `helpers.doctor.xray.x_ray` (and
 `loader-doctor helpers.start_method_demos:listed_paths --start-methods`) can build it in a fresh Python.
 """
 from __future__ import annotations
 
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
 import zlib
 
 import torch
@@ -69,3 +75,38 @@ def lambda_transform() -> DataLoader:
     dataset = ListedPaths(1024)
     dataset.transform = lambda x: x / 1000
     return DataLoader(dataset, batch_size=256, num_workers=2)
+
+
+SETTING = "COURSE_DEMO_SETTING"  # the variable settings_seen sets, then changes
+
+
+class SettingReader(Dataset):
+    """One item: the value of SETTING in the process that fetches it (a worker)."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: int) -> str:
+        return os.environ.get(SETTING, "")
+
+
+def settings_seen(timeout_s: float = 120.0) -> dict[str, list[str]]:
+    """Per start method here, what a worker read of SETTING set to "first", then "second", each before a new loader's worker
+    started, in one fresh Python (a script's first loader starts the fork server): lesson 09."""
+    code = f"from helpers.start_method_demos import _read_twice; print(_read_twice({multiprocessing.get_all_start_methods()!r}))"
+    env = {k: v for k, v in os.environ.items() if k != SETTING}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"the fresh Python exited with status {done.returncode}: {done.stderr.strip()[-1000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _read_twice(methods: list[str]) -> str:
+    """settings_seen's run, in the fresh Python: set SETTING, start one 1-worker loader per method, change it, again."""
+    seen: dict[str, list[str]] = {method: [] for method in methods}
+    for value in ("first", "second"):
+        os.environ[SETTING] = value
+        for method in methods:
+            loader = DataLoader(SettingReader(), batch_size=None, num_workers=1, multiprocessing_context=method)
+            seen[method].extend(loader)
+    return json.dumps(seen)

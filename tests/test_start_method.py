@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import start_method
+from helpers import start_method, start_method_demos
 from helpers.course import START_METHOD_VAR
 
 # A fresh Python of this .venv: its default start method, and how its DataLoader worker started, told from inside the
@@ -106,3 +106,12 @@ def test_only_multiprocessings_own_servers_are_kept_by_design():
         other.wait()
     with pytest.raises(TypeError, match="process must be a psutil.Process, got 'resource_tracker'"):
         start_method.kept_by_design("resource_tracker")
+
+
+def test_a_forkserver_worker_sees_the_environment_the_fork_server_started_with():
+    """Lesson 09 section 8: fork and spawn workers get the environment as it is when they start; forkserver workers get
+    the fork server's, fixed by the first worker that started it (a stdlib probe gave the same: a, b / a, a / a, b)."""
+    seen = start_method_demos.settings_seen()
+    expected = {"fork": ["first", "second"], "spawn": ["first", "second"], "forkserver": ["first", "first"]}
+    assert seen == {method: expected[method] for method in multiprocessing.get_all_start_methods()}
+    assert start_method_demos.SETTING not in os.environ  # the caller's environment is left alone
