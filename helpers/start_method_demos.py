@@ -92,7 +92,7 @@ class SettingReader(Dataset):
 
 def settings_seen(timeout_s: float = 120.0) -> dict[str, list[str]]:
     """Per start method here, what a worker read of SETTING set to "first", then "second", each before a new loader's worker
-    started, in one fresh Python (a script's first loader starts the fork server): lesson 09."""
+    started, in one fresh Python (its first forkserver loader starts the fork server): lesson 09."""
     code = f"from helpers.start_method_demos import _read_twice; print(_read_twice({multiprocessing.get_all_start_methods()!r}))"
     env = {k: v for k, v in os.environ.items() if k != SETTING}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)
