@@ -7,6 +7,7 @@ Each function takes no argument and returns a DataLoader with 2 workers, so `hel
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import subprocess
@@ -15,6 +16,8 @@ import zlib
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from helpers._validate import as_fraction
 
 NUM_PATHS = 400_000
 WIDTH = 32  # bytes per packed path, zero-padded
@@ -93,6 +96,7 @@ class SettingReader(Dataset):
 def settings_seen(timeout_s: float = 120.0) -> dict[str, list[str]]:
     """Per start method here, what a worker read of SETTING set to "first", then "second", each before a new loader's worker
     started, in one fresh Python (its first forkserver loader starts the fork server): lesson 09."""
+    timeout_s = as_fraction("timeout_s", timeout_s, 0.0, math.inf, include_low=False, include_high=False)
     code = f"from helpers.start_method_demos import _read_twice; print(_read_twice({multiprocessing.get_all_start_methods()!r}))"
     env = {k: v for k, v in os.environ.items() if k != SETTING}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)

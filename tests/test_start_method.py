@@ -115,3 +115,10 @@ def test_a_forkserver_worker_sees_the_environment_the_fork_server_started_with()
     expected = {"fork": ["first", "second"], "spawn": ["first", "second"], "forkserver": ["first", "first"]}
     assert seen == {method: expected[method] for method in multiprocessing.get_all_start_methods()}
     assert start_method_demos.SETTING not in os.environ  # the caller's environment is left alone
+
+
+@pytest.mark.parametrize(("timeout_s", "error"), [(0, ValueError), (-1.0, ValueError), (float("nan"), ValueError),
+                                                  ("60", TypeError), (True, TypeError)])
+def test_settings_seen_refuses_a_bad_timeout_naming_it(timeout_s, error):
+    with pytest.raises(error, match="timeout_s"):
+        start_method_demos.settings_seen(timeout_s=timeout_s)
