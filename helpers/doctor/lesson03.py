@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 
 from helpers.doctor.findings import Finding
 from helpers.doctor.measure import cpu_seconds, length, python_payload_mib
+from helpers.doctor.pickling import start_method
 from helpers.doctor.failures import counted, describe_sampler, fix_for, path_of, raised_in, sampler_of, weight_counts
 from helpers.doctor.reading import first_failure, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
@@ -130,9 +131,13 @@ def copy_on_read(obs: Observation) -> Finding | None:
     payload = python_payload_mib(obs.loader.dataset)
     median = float(np.median(moved))
     obs.measured.update(worker_shared_to_private_mib=[round(m, 1) for m in moved], dataset_python_objects_mib=round(payload, 1))
+    epoch = length(obs.loader)
+    if payload >= COPY_ON_READ_MIB > median and epoch and obs.batches < epoch and start_method(obs.loader) == "fork":
+        obs.skipped["copy-on-read"] = (f"the dataset holds about {payload:.0f} MiB of Python objects, and {median:.1f} MiB "
+                                       f"per worker (median) turned private over the {obs.batches} of {epoch} batches read: "
+                                       "pages are copied as they are read, so a longer read (a larger budget) tells more")
     if median < COPY_ON_READ_MIB or payload < COPY_ON_READ_MIB:
         return None
-    epoch = length(obs.loader)
     read = f"while reading {obs.batches} of {epoch} batches" if epoch else f"while reading {obs.batches} batches"
     return finding(
         "copy-on-read", "warning",
