@@ -22,7 +22,7 @@ from helpers.ddp import rank_device
 from helpers.imbalance import batch_class_counts, class_counts, sample_weights
 from helpers.loading import StepTimer, benchmark_loader
 from helpers.samplers import DistributedWeightedSampler
-from helpers.start_method import kept_by_design
+from helpers.start_method import descendants
 from helpers.timing import tree_cpu_s
 from helpers.workloads import SlowDataset
 
@@ -193,7 +193,7 @@ def loader_processes(num_workers: int, cpu_ms: float = 1.0, num_batches: int = 2
     iterator = iter(loader)  # starts this rank's workers
     next(iterator)
     # this rank's DataLoader workers: its children (under forkserver, the fork server's)
-    workers = sum(not kept_by_design(p) for p in psutil.Process().children(recursive=True))
+    workers = len(descendants())
     del iterator  # stops them
     dist.barrier()  # every rank starts timing together
     mine = tree_cpu_s()

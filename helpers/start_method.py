@@ -68,6 +68,14 @@ def kept_by_design(process: Any) -> bool:
         return False
 
 
+def descendants() -> list[Any]:
+    """This process's descendants (psutil.Process), less the fork server and resource tracker: its workers, ranks and
+    programs, under every start method (under forkserver the workers are the fork server's children)."""
+    import psutil
+
+    return [p for p in psutil.Process().children(recursive=True) if not kept_by_design(p)]
+
+
 def main() -> int:
     """Exit status 2 with the error when COURSE_START_METHOD is bad, else 0: make lab and make test check it first, since the
     .pth file can only print it."""

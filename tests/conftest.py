@@ -89,9 +89,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def child_processes() -> list:
     """This process's children, less multiprocessing's resource tracker and fork server (each started once, kept by design)."""
-    import psutil
-
-    return [p for p in psutil.Process().children(recursive=True) if not start_method.kept_by_design(p)]
+    return start_method.descendants()
 
 
 @pytest.fixture

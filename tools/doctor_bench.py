@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 import doctor_corpus as corpus  # noqa: E402
 from doctor_corpus import _data  # noqa: E402
-from helpers.start_method import kept_by_design  # noqa: E402
+from helpers.start_method import descendants  # noqa: E402
 
 CLI_SLACK_S = 120  # the command line's start-up (imports, data generation) beyond its budget
 
@@ -198,7 +198,7 @@ def leftovers(before: set[str]) -> list[str]:
         except psutil.Error:
             return f"pid {process.pid} (exited)"
 
-    children = [command(p)[:120] for p in psutil.Process().children(recursive=True) if not kept_by_design(p)]
+    children = [command(p)[:120] for p in descendants()]
     return children + sorted(temp_folders() - before)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from helpers.start_method import kept_by_design  # noqa: E402
+from helpers.start_method import descendants  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 # The lessons whose asserts compare times or speeds (the others assert counts and values that load cannot move).
@@ -224,7 +224,7 @@ def leftover_children() -> list[str]:
         except psutil.Error:  # exited since it was listed
             return f"pid {process.pid} (exited)"
 
-    return [command(p)[:120] for p in psutil.Process().children(recursive=True) if not kept_by_design(p)]
+    return [command(p)[:120] for p in descendants()]
 
 
 def main(argv: list[str] | None = None) -> int:
