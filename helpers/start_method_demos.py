@@ -1,7 +1,8 @@
 """Lesson 09's start-method loaders: file paths kept as a Python list, the same paths packed in one tensor, a lambda transform;
 and what a worker sees of an environment variable changed after the first worker started.
 
-Each function takes no argument and returns a DataLoader with 2 workers, so `helpers.doctor.xray.x_ray` (and
+Each loader function (listed_paths, packed_paths, lambda_transform) takes no argument and returns a DataLoader with 2
+workers, so `helpers.doctor.xray.x_ray` (and
 `loader-doctor helpers.start_method_demos:listed_paths --start-methods`) can build it in a fresh Python.
 """
 from __future__ import annotations
@@ -95,11 +96,16 @@ class SettingReader(Dataset):
 
 def settings_seen(timeout_s: float = 120.0) -> dict[str, list[str]]:
     """Per start method here, what a worker read of SETTING set to "first", then "second", each before a new loader's worker
-    started, in one fresh Python (its first forkserver loader starts the fork server): lesson 09."""
+    started, in one fresh Python (its first forkserver loader starts the fork server): {method: [first read, second read]},
+    "" where the variable was unset (lesson 09)."""
     timeout_s = as_fraction("timeout_s", timeout_s, 0.0, math.inf, include_low=False, include_high=False)
     code = f"from helpers.start_method_demos import _read_twice; print(_read_twice({multiprocessing.get_all_start_methods()!r}))"
     env = {k: v for k, v in os.environ.items() if k != SETTING}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"the fresh Python did not finish within timeout_s={timeout_s:g} s (it starts Python, torch "
+                           "and a worker per method: seconds); give a larger timeout_s") from None
     if done.returncode != 0:
         raise RuntimeError(f"the fresh Python exited with status {done.returncode}: {done.stderr.strip()[-1000:]}")
     return json.loads(done.stdout.splitlines()[-1])

@@ -122,3 +122,8 @@ def test_a_forkserver_worker_sees_the_environment_the_fork_server_started_with()
 def test_settings_seen_refuses_a_bad_timeout_naming_it(timeout_s, error):
     with pytest.raises(error, match="timeout_s"):
         start_method_demos.settings_seen(timeout_s=timeout_s)
+
+
+def test_settings_seen_says_when_its_timeout_was_too_short():
+    with pytest.raises(TimeoutError, match=r"timeout_s=0.01 s"):
+        start_method_demos.settings_seen(timeout_s=0.01)
