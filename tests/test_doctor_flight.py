@@ -7,6 +7,7 @@ diagnosis; the planted faults run through diagnose() in tests/test_doctor.py.
 from __future__ import annotations
 
 import math
+import random
 import time
 
 import pytest
@@ -245,3 +246,57 @@ def test_more_workers_than_the_cores_hold_is_no_head_of_line():
     obs = observe(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8, num_workers=workers))
     assert "head-of-line" not in judge(obs)
     assert obs.skipped["head-of-line"].startswith(f"{workers} workers take turns on {usable_cpus()} usable cores"), obs.skipped
+
+
+def _made(*batches: tuple[int, float, float]) -> dict[int, tuple[int, float, float]]:
+    """Batches (worker, began, seconds) numbered in order, as lesson09_flight._made returns them."""
+    return dict(enumerate(batches))
+
+
+def test_a_worker_slower_in_both_halves_is_a_lasting_cause_and_one_half_is_not():
+    """Hand-made batches: worker 1's take 3x worker 0's (30 ms against 10) throughout, then in the first half only."""
+    from helpers.doctor.lesson09_hol import _by_worker
+
+    both = _made(*[(b % 2, 0.1 * b, 0.03 if b % 2 else 0.01) for b in range(12)])
+    assert _by_worker(both) == (1, pytest.approx(3.0))
+    first_half = _made(*[(b % 2, 0.1 * b, 0.03 if b % 2 and b < 6 else 0.01) for b in range(12)])
+    assert _by_worker(first_half) is None  # worker 1 is 3x in the first half, 1x in the second
+    few = _made(*[(b % 2, 0.1 * b, 0.03 if b % 2 else 0.01) for b in range(8)])
+    assert _by_worker(few) is None  # 2 batches per worker in each half: too few to compare (MIN_BATCHES 3)
+
+
+class StallsNow(Readings):
+    """2 ms items; in a worker, a read stalls 150 ms one time in 10 whatever the item (another program held the core,
+    drawn from a generator seeded per worker), so the batches are uneven while the workers read them, and neither a
+    worker nor a batch is slow when made again."""
+
+    draws = None
+
+    def __getitem__(self, i: int):
+        info = get_worker_info()
+        if info is not None:
+            self.draws = self.draws or random.Random(info.id)
+            if self.draws.random() < 1 / 10:
+                time.sleep(0.15)
+        return super().__getitem__(i)
+
+
+def test_batches_uneven_for_a_while_are_no_head_of_line():
+    obs = observe(DataLoader(StallsNow(), batch_size=8, num_workers=2), budget_s=20.0, batch_s=0.07)
+    assert "head-of-line" not in judge(obs), obs.measured
+    assert "no lasting cause was measured" in obs.skipped["head-of-line"], obs.skipped
+    assert obs.measured["hol_batches_again_ratio"] < 1.5  # made again here, the slowest batches are typical ones
+
+
+def test_head_of_line_names_the_worker_or_the_batches_it_measured():
+    """Worker 0 is dealt every slow batch (8 ms items against 2): its batches are slower in both halves. The planted
+    fault's 5 slow items fall in a few of worker 1's batches: made again here, those batches are slow again."""
+    obs = observe(DataLoader(HalfSlow(), batch_sampler=LongThenShort(), num_workers=2), budget_s=12.0)
+    by_worker = judge(obs)
+    assert "head-of-line" in by_worker, obs.skipped
+    assert "worker 0's batches took" in by_worker["head-of-line"].message
+    obs = observe(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8, num_workers=2), budget_s=12.0)
+    by_batch = judge(obs)
+    assert "head-of-line" in by_batch, obs.skipped
+    assert "the 3 slowest batches took" in by_batch["head-of-line"].message
+    assert obs.measured["hol_batches_again_ratio"] > 3  # 74 ms against 16 ms, made again here

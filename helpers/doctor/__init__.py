@@ -10,9 +10,11 @@ the budget (CUDA starting up in this process, as seen on the H200 reference host
 That first step counts as start-up, not data wait.
 
 Each finding is a rule in `RULES`, registered with `@rule` in the module named after the lesson that teaches its
-fix (lesson00 ... lesson09; lesson03_workers holds lesson 03's num_workers sweep); `table()` lists them with their thresholds.
+fix (lesson00 ... lesson09; lesson03_workers holds lesson 03's num_workers sweep, lesson09_hol lesson 09's
+head-of-line); `table()` lists them with their thresholds.
 """
-from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, lesson04, lesson06, lesson08, lesson09, lesson09_flight  # noqa: F401 - registers the rules, in run order
+from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, lesson04, lesson06, lesson08  # noqa: F401 - registers the rules,
+from helpers.doctor import lesson09, lesson09_flight, lesson09_hol  # noqa: F401 - in run order
 from helpers.doctor.cli import main
 from helpers.doctor.findings import SEVERITIES, Diagnosis, Finding
 from helpers.doctor.lesson00 import SHM_WARN_SHARE, THREADS_GAIN

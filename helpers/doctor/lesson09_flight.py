@@ -1,4 +1,5 @@
-"""The doctor's rules read from a flight recording (helpers.flight): a slow worker, slow samples, head-of-line waits (lesson 09).
+"""The doctor's rules read from a flight recording (helpers.flight): a slow worker, slow samples (lesson 09; head-of-line
+waits, read from the same recording, are in lesson09_hol).
 
 One recording serves the three rules: the loader read again through a FlightRecorder, with the step when there is one,
 for the first of them that runs. A cause a finding names is measured: a worker is slower in both halves of the
@@ -16,11 +17,10 @@ from itertools import zip_longest
 from typing import Any
 
 from helpers.doctor.findings import Finding
-from helpers.doctor.measure import length, processes_over_cores, summary
-from helpers.doctor.reading import THREAD_PREFIX, alternating_rates, stop_workers
+from helpers.doctor.measure import length, summary
+from helpers.doctor.reading import THREAD_PREFIX, stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.flight import Event, FlightRecorder, head_of_line_s, reading_s, waiting_share
-from helpers.env import usable_cpus
 from helpers.rebuild import rebuild
 
 LESSON = "09_what_the_model_saw"
@@ -35,13 +35,10 @@ FEW_SHARE = 0.05          # "a few": at most this share of the samples recorded
 SLOW_SAMPLES_SHARE = 0.25  # the slow samples' share of all fetch time
 MIN_SAMPLES = 32          # samples recorded before slow samples are looked for
 WAITED_SHARE = 0.1        # with a step, the loop must wait at least this share of its time for a slow worker or sample to cost it
-HOL_SHARE = 0.1           # head-of-line seconds, and batches' time over the median batch's, over the reading, before measuring
-HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds (each above 1)
 RECORD_BATCHES = 48       # batches recorded at most, or 6 per worker when that is more (the time allowed covers 6 per worker)
 RECORD_SHARE = 0.4        # of the budget left when recording starts, at most, unless 6 batches per worker need more
 CHECKED_SLOW = 5          # slow samples fetched again (the slowest first) before any is named, when there are so many
 AGAIN_SAMPLES = 8         # samples of each kind fetched again
-TURN_S = 0.5              # each loader's timed turn in the in_order=False comparison, at the first pass's batch time
 
 
 def _recording(obs: Observation) -> FlightRecorder | None:
@@ -304,97 +301,23 @@ def slow_samples(obs: Observation) -> Finding | None:
         samples=ids, confirmed=confirmed, share=round(share, 3), median_ms=round(1000 * median, 2), fetches=len(fetches))
 
 
-def _drawn(loader: Any, batches: int) -> list[list[Any]]:
-    """`batches` batches drawn once from the loader's batch sampler (fewer when it gives none): two loaders reading this
-    list read the same batches, so which batches were slow does not differ between them."""
-    drawn: list[list[Any]] = []
-    while len(drawn) < batches:
-        before = len(drawn)
-        drawn.extend(list(batch) for batch in loader.batch_sampler)
-        if len(drawn) == before:
-            break
-    return drawn[:batches]
+def _made(recorder: FlightRecorder) -> dict[int, tuple[Any, float, float]]:
+    """Each batch's (worker, when its first fetch began, seconds from then to the end of its collate), by batch number."""
+    began: dict[int, float] = {}
+    for e in recorder.events:
+        if e.kind == "fetch":
+            began[e.batch] = min(began.get(e.batch, e.start), e.start)
+    return {e.batch: (e.worker, began[e.batch], e.end - began[e.batch])
+            for e in recorder.events if e.kind == "collate" and e.batch in began}
 
 
 def _uneven(recorder: FlightRecorder) -> float:
     """How uneven the batches were to make: the seconds by which batches took longer in their worker (first fetch to the
     end of collate) than the median batch, summed, over the reading time. Equal batches hold nothing back: the loop then
     waits only on the queue's transit, which head_of_line_s counts too."""
-    began: dict[int, float] = {}
-    for e in recorder.events:
-        if e.kind == "fetch":
-            began[e.batch] = min(began.get(e.batch, e.start), e.start)
-    made = [e.end - began[e.batch] for e in recorder.events if e.kind == "collate" and e.batch in began]
+    made = [seconds for _, _, seconds in _made(recorder).values()]
     if len(made) < 2:
         return 0.0
     median = statistics.median(made)
     start, end = reading_s(recorder)
     return sum(max(0.0, m - median) for m in made) / max(end - start, 1e-9)
-
-
-def _holds(obs: Observation) -> bool:
-    """head-of-line measures: 2+ workers, at most one process over the cores, in_order=True, and the recording shows batches
-    uneven to make and the loop held on a batch while a later one was ready, each for HOL_SHARE of its reading."""
-    workers = obs.loader.num_workers
-    if obs.flight is None or workers < 2 or not getattr(obs.loader, "in_order", True):
-        return False
-    if processes_over_cores(workers) > 1:  # workers-oversubscribed: batches come unevenly from taking turns
-        obs.skipped["head-of-line"] = (f"{workers} workers take turns on {usable_cpus()} usable cores (workers-oversubscribed), "
-                                       "which makes batches arrive unevenly by itself: fix the count first")
-        return False
-    start, end = reading_s(obs.flight)
-    return _uneven(obs.flight) >= HOL_SHARE and head_of_line_s(obs.flight) >= HOL_SHARE * (end - start)
-
-
-@rule("head-of-line", severities=("warning",), phase="measure", budget=1.0, planted="head_of_line", applies=_holds,
-      taught_in=(LESSON, SECTION),
-      thresholds={"HOL_SHARE": (HOL_SHARE, "head-of-line seconds, and batches' time over the median's, over the reading, "
-                                         "before measuring"),
-                  "HOL_GAIN": (HOL_GAIN, "in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds")})
-def head_of_line(obs: Observation) -> Finding | None:
-    """The loop waited on a batch while a later one, from another worker, was ready: in_order=False measured against the
-    loader as given, reading alone, in interleaved rounds."""
-    if not _holds(obs):
-        return None
-    recorder = obs.flight
-    start, end = reading_s(recorder)
-    held = head_of_line_s(recorder)
-    workers = obs.loader.num_workers
-    batch_s = max(obs.steady_batch_s, 1e-4)
-    per_turn = min(200, max(4 * workers, math.ceil(TURN_S / batch_s)))
-    queued = workers * (obs.loader.prefetch_factor or 2)
-    need = 2 * 2 * (per_turn + queued) * batch_s + 2 * obs.first_batch_s  # 2 rounds of 2 turns, then a third if time allows
-    had = obs.slot_left()
-    if obs.borrow(need):
-        had = obs.slot_left()
-    timeout = max(1.0, obs.slot_left())
-    # both read one list of batches drawn once, turn by turn the same ones: which batches were slow does not differ
-    same = {} if obs.iterable else {"batch_sampler": _drawn(obs.loader, 1 + 3 * 2 * (queued + per_turn))}
-    pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout, **same),
-            rebuild(obs.loader, persistent_workers=True, timeout=timeout, in_order=False, **same)]
-    rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
-    ratios = [unordered / given for given, unordered in rounds if given > 0]
-    if len(ratios) < 2:
-        obs.skipped["head-of-line"] = (f"the loop waited {held:.2f} s on a batch while a later one was ready, but the "
-                                       f"comparison with in_order=False ran {len(ratios)} round(s) of the 2 it needs; "
-                                       + obs.too_short(need, had))
-        return None
-    gain = statistics.median(ratios)
-    obs.measured["in_order_false_gain"] = [round(r, 2) for r in ratios]
-    if gain < HOL_GAIN or min(ratios) <= 1.0:
-        obs.skipped["head-of-line"] = (f"the loop waited {held:.2f} s of {end - start:.2f} s on a batch while a later one "
-                                       f"was ready, but in_order=False gave {', '.join(f'{r:.2f}x' for r in ratios)} the "
-                                       f"samples/s in {len(ratios)} interleaved rounds (a finding needs a median of "
-                                       f"{HOL_GAIN}x, every round above 1x)")
-        return None
-    return finding(
-        "head-of-line", "warning",
-        f"the loop waited {held:.2f} s of {end - start:.2f} s ({held / (end - start):.0%}) on a batch while another worker's later "
-        f"batch was ready (the recording's upper bound, the queue's transit included); reading with in_order=False gave "
-        f"{gain:.2f}x the samples/s (median of {len(ratios)} interleaved rounds, reading alone, without your step)",
-        "DataLoader(..., in_order=False) hands over batches as they are ready, and gives the next batch to the next worker "
-        "with fewer than prefetch_factor batches outstanding, skipping one still busy with a slow batch; the order may then "
-        "change from run to run (torch's docstring: it can harm reproducibility and skew the data with imbalanced classes). "
-        "Or remove the cause: the slow samples or slow worker behind the wait",
-        held_s=round(held, 3), reading_s=round(end - start, 3), gain=round(gain, 3), rounds=len(ratios))
-
