@@ -49,7 +49,7 @@ def first_turn_rate(loader: DataLoader, batches: int, deadline: float, distinct:
     of every worker, without first taking the ones queued (uneven start-ups only lower the rate).
     distinct: count only samples not delivered before (by identity), as alternating_rates does.
     """
-    iterator = iter(loader)
+    iterator, rate = iter(loader), None
     try:
         seen: set[str] = set()
         new_samples(next(iterator), seen, distinct)
@@ -58,7 +58,8 @@ def first_turn_rate(loader: DataLoader, batches: int, deadline: float, distinct:
             now = time.perf_counter()
             if read >= batches and read % group == 0:  # a whole group read: another only if it fits
                 if read >= MAX_TURN_GROUPS * batches or now + (now - started) / read * group > deadline:
-                    return samples / (now - started)
+                    rate = samples / (now - started)
+                    return rate
             if now > deadline:
                 return None
             samples += new_samples(next(iterator), seen, distinct)
@@ -66,7 +67,7 @@ def first_turn_rate(loader: DataLoader, batches: int, deadline: float, distinct:
     except Exception:  # noqa: BLE001 - an error, a timeout or the epoch's end: no rate
         return None
     finally:
-        stop_workers(loader)
+        stop_workers(loader, at_once=rate is None)  # no rate: a worker may be starting still, not waited for
 
 
 def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Finding | None:

@@ -282,6 +282,7 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
     seen: list[set[str]] = [set() for _ in loaders]
     pids = [[w.pid for w in getattr(it, "_workers", [])] for it in iterators]  # private: each loader's worker processes
     results: list[list[float]] = []
+    failed = False
     try:
         for iterator in iterators:
             if time.perf_counter() > deadline:
@@ -317,17 +318,25 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
             turn_s = (time.perf_counter() - started_round) / len(loaders)
             results.append(rates)
     except Exception:  # noqa: BLE001 - an error or a timeout here: keep the rounds measured so far
-        pass
+        failed = True
     finally:
         _signal([p for group in pids for p in group], signal.SIGCONT)  # a paused worker would hold shutdown
+        late = failed or time.perf_counter() > deadline  # a worker may be starting still: not waited for
         for loader in loaders:
-            stop_workers(loader)
+            stop_workers(loader, at_once=late)
     return results
 
 
-def stop_workers(loader: DataLoader) -> None:
-    """Stop a persistent-workers loader's workers now (the loader keeps its iterator, and with it the workers, otherwise)."""
-    shutdown = getattr(getattr(loader, "_iterator", None), "_shutdown_workers", None)  # private: the persistent workers' iterator
+def stop_workers(loader: DataLoader, at_once: bool = False) -> None:
+    """Stop a persistent-workers loader's workers now (the loader keeps its iterator, and with it the workers, otherwise);
+    at_once: terminate them first, as torch does to a worker that outlives its shutdown, rather than wait: a worker still
+    starting (a fresh Python importing torch, under spawn or forkserver) would finish starting before it saw the request."""
+    iterator = getattr(loader, "_iterator", None)
+    if at_once:
+        for worker in getattr(iterator, "_workers", []):  # private: the worker processes
+            if worker.is_alive():
+                worker.terminate()
+    shutdown = getattr(iterator, "_shutdown_workers", None)  # private: the persistent workers' iterator
     if shutdown is not None:  # (torchdata's StatefulDataLoader keeps a worker-less iterator too, which has none)
         shutdown()
 

@@ -109,7 +109,7 @@ class Observation:
         had = f"its share of this run's budget was {max(0.0, had_s):.1f} s"
         if need_s <= had_s:
             return (f"it needs about {need_s:.1f} s by the first pass's batch times and {had}, but the rounds took longer "
-                    "(slower batches than in the first pass, or other programs on the cores)")
+                    "(slower batches or workers slower to start than in the first pass, or other programs on the cores)")
         if not math.isfinite(self.budget_s):
             return f"it needs about {need_s:.1f} s and {had}: give diagnose() a larger budget_s"
         wanted = math.ceil(self.budget_s * need_s / max(had_s, 0.1))  # a rule's share grows in proportion to the budget
