@@ -254,7 +254,9 @@ def _made(*batches: tuple[int, float, float]) -> dict[int, tuple[int, float, flo
 
 
 def test_a_worker_slower_in_both_halves_is_a_lasting_cause_and_one_half_is_not():
-    """Hand-made batches: worker 1's take 3x worker 0's (30 ms against 10) throughout, then in the first half only."""
+    """Hand-made batches: worker 1's take 3x worker 0's (30 ms against 10) throughout, then in the first half of its
+    batches only; with 8 workers, each worker's batches are split at their own middle (the fact-check's case: a split at
+    the recording's middle left some worker 2 of 6 in a half)."""
     from helpers.doctor.lesson09_hol import _by_worker
 
     both = _made(*[(b % 2, 0.1 * b, 0.03 if b % 2 else 0.01) for b in range(12)])
@@ -262,7 +264,10 @@ def test_a_worker_slower_in_both_halves_is_a_lasting_cause_and_one_half_is_not()
     first_half = _made(*[(b % 2, 0.1 * b, 0.03 if b % 2 and b < 6 else 0.01) for b in range(12)])
     assert _by_worker(first_half) is None  # worker 1 is 3x in the first half, 1x in the second
     few = _made(*[(b % 2, 0.1 * b, 0.03 if b % 2 else 0.01) for b in range(8)])
-    assert _by_worker(few) is None  # 2 batches per worker in each half: too few to compare (MIN_BATCHES 3)
+    assert "comparing workers needs 6 of each" in _by_worker(few)  # 2 per worker in each half: too few (MIN_BATCHES 3)
+    eight = _made(*[(b % 8, (0.05 if b % 8 == 5 else 0.1) * b, 0.03 if b % 8 == 5 else 0.01) for b in range(48)])
+    # 6 batches each, worker 5's all begun before the recording's middle: its own halves hold 3 and 3
+    assert _by_worker(eight) == (5, pytest.approx(3.0))
 
 
 class StallsNow(Readings):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any
 
 from helpers.doctor.findings import Finding
 from helpers.doctor.lesson09_flight import _fetch_again, _made, _uneven
@@ -19,6 +19,7 @@ from helpers.doctor.reading import alternating_rates
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus
 from helpers.flight import FlightRecorder, head_of_line_s, reading_s
+from helpers.flight.record import fetches_batches
 from helpers.rebuild import rebuild
 
 LESSON = "09_what_the_model_saw"
@@ -44,18 +45,22 @@ def _drawn(loader: Any, batches: int) -> list[list[Any]]:
     return drawn[:batches]
 
 
-def _by_worker(made: dict[int, tuple[Any, float, float]]) -> tuple[Any, float] | None:
-    """The worker whose batches took LASTING_RATIO x as long to make as the other workers' (medians) in each half of the
-    recording, with its ratio over the whole; None when no worker did, or a half holds too few batches to compare."""
-    middle = statistics.median(began for _, began, _ in made.values())
+def _by_worker(made: dict[int, tuple[Any, float, float]]) -> tuple[Any, float] | str | None:
+    """The worker whose batches took LASTING_RATIO x as long to make as the other workers' (medians) in each half of its
+    own batches, with its ratio over the whole; None when no worker did; why not, when a worker's half holds fewer than
+    MIN_BATCHES (each worker's batches split at their own middle: with 8 workers a recording holds 6 each)."""
+    per: dict[Any, list[tuple[float, float]]] = {}
+    for worker, began, seconds in made.values():
+        per.setdefault(worker, []).append((began, seconds))
+    if len(per) < 2 or min(len(v) for v in per.values()) < 2 * MIN_BATCHES:
+        return (f"the recording holds {min((len(v) for v in per.values()), default=0)} batches of some worker; comparing "
+                f"workers needs {2 * MIN_BATCHES} of each from 2 workers")
+    halves = [{w: [t for _, t in sorted(v)[:len(v) // 2]] for w, v in per.items()},
+              {w: [t for _, t in sorted(v)[len(v) // 2:]] for w, v in per.items()},
+              {w: [t for _, t in v] for w, v in per.items()}]
     found = []
-    for part in ([m for m in made.values() if m[1] < middle], [m for m in made.values() if m[1] >= middle], list(made.values())):
-        per: dict[Any, list[float]] = {}
-        for worker, _, seconds in part:
-            per.setdefault(worker, []).append(seconds)
-        if len(per) < 2 or min(len(v) for v in per.values()) < MIN_BATCHES:
-            return None
-        medians = {w: statistics.median(v) for w, v in per.items()}
+    for part in halves:
+        medians = {w: statistics.median(v) for w, v in part.items()}
         slowest = max(medians, key=medians.__getitem__)
         found.append((slowest, medians[slowest] / max(statistics.median(m for w, m in medians.items() if w != slowest), 1e-9)))
     (first, a), (second, b), (worker, ratio) = found
@@ -63,13 +68,15 @@ def _by_worker(made: dict[int, tuple[Any, float, float]]) -> tuple[Any, float] |
 
 
 class _Batches:
-    """The dataset's batches by their sample ids, made as the loader's fetcher makes them (__getitems__ where the dataset
-    has it, then collate_fn)."""
+    """The dataset's batches by their sample ids, made as the loader's fetcher makes them: __getitems__ where the dataset
+    has it, then collate_fn; without a batch sampler (batch_size=None), collate_fn of one sample."""
 
-    def __init__(self, dataset: Any, collate: Callable[[Any], Any]) -> None:
-        self.dataset, self.collate = dataset, collate
+    def __init__(self, loader: Any) -> None:
+        self.dataset, self.collate, self.batched = loader.dataset, loader.collate_fn, loader.batch_sampler is not None
 
     def __getitem__(self, ids: list[Any]) -> Any:
+        if not self.batched:
+            return self.collate(self.dataset[ids[0]])
         many = getattr(self.dataset, "__getitems__", None)
         return self.collate(many(list(ids)) if many else [self.dataset[i] for i in ids])
 
@@ -79,7 +86,7 @@ def _made_again(obs: Observation, recorder: FlightRecorder, made: dict[int, tupl
     their medians), or why they were not."""
     if obs.iterable:
         return "a stream's batches cannot be made again by their sample ids"
-    many = hasattr(obs.loader.dataset, "__getitems__")
+    many = fetches_batches(obs.loader.dataset)  # as the recorder decides: a fetch's sample is then the batch's ids
     ids: dict[int, list[Any]] = {}
     for e in recorder.events:
         if e.kind == "fetch":
@@ -89,15 +96,16 @@ def _made_again(obs: Observation, recorder: FlightRecorder, made: dict[int, tupl
     slow = order[:AGAIN_BATCHES]
     typical = sorted((b for b in order if b not in slow), key=lambda b: abs(made[b][2] - median))[:AGAIN_BATCHES + 1]
     if len(slow) < 2 or len(typical) < 3:
-        return f"the recording holds {len(order)} batches; making the slowest again needs {2 * AGAIN_BATCHES + 1}"
+        return f"the recording holds {len(order)} batches; making the slowest again needs 5 or more"
     batches = [typical[0]] + [b for pair in zip(slow, typical[1:]) for b in pair]  # a warm-up first, then interleaved
     obs.borrow(sum(made[b][2] for b in batches))
-    times = _fetch_again(_Batches(obs.loader.dataset, obs.loader.collate_fn), [ids[b] for b in batches],
-                         time.perf_counter() + max(obs.slot_left(), 1.0))
+    deadline = time.perf_counter() + max(obs.slot_left(), 1.0)
+    times = _fetch_again(_Batches(obs.loader), [ids[b] for b in batches], deadline)
     again = dict(zip(batches[1:], times[1:]))
     done_slow, done_typical = [again[b] for b in slow if b in again], [again[b] for b in typical[1:] if b in again]
     if len(done_slow) < 2 or len(done_typical) < 2:
-        return f"making them again here did not end in time ({len(times)} of {len(batches)} batches)"
+        how = "did not end in time" if time.perf_counter() >= deadline else "raised (the first pass did not)"
+        return f"making them again here {how} ({len(times)} of {len(batches)} batches made)"
     ratio = statistics.median(done_slow) / max(statistics.median(done_typical), 1e-9)
     obs.measured["hol_batches_again_ratio"] = round(ratio, 2)
     return ratio
@@ -107,9 +115,9 @@ def _cause(obs: Observation, recorder: FlightRecorder, held: float) -> tuple[str
     """What makes the batches uneven, measured to last: (what was measured, the fix), or None with the reason noted."""
     made = _made(recorder)
     worker = _by_worker(made)
-    if worker is not None:
+    if isinstance(worker, tuple):
         return (f"worker {worker[0]}'s batches took {worker[1]:.1f}x as long to make as the other workers' (medians), and "
-                f"at least {LASTING_RATIO}x in each half of the recording",
+                f"at least {LASTING_RATIO}x in each half of its batches",
                 f"worker {worker[0]}'s batches (slow-worker, when it reports, says whether its samples or the worker are slow)")
     again = _made_again(obs, recorder, made)
     if isinstance(again, float) and again >= LASTING_RATIO:
@@ -117,10 +125,12 @@ def _cause(obs: Observation, recorder: FlightRecorder, held: float) -> tuple[str
                 f"{AGAIN_BATCHES} typical ones, so those batches are slow to make, not the moment",
                 "what makes those batches slow (slow samples, or a sampler that puts the costly samples together)")
     measured = f"took {again:.1f}x typical ones (under {LASTING_RATIO}x)" if isinstance(again, float) else f"were not: {again}"
+    workers = (f"workers were not compared ({worker})" if isinstance(worker, str) else
+               f"no worker's batches took {LASTING_RATIO}x the others' in both halves of its batches")
     obs.skipped["head-of-line"] = (
-        f"the loop waited {held:.2f} s on a batch while a later one was ready, but no lasting cause was measured: no "
-        f"worker's batches took {LASTING_RATIO}x the others' in both halves of the recording, and the slowest batches made "
-        f"again here {measured}; batches uneven for a while (other programs on the cores) are no fault of the loader")
+        f"the loop waited {held:.2f} s on a batch while a later one was ready, but no lasting cause was measured: "
+        f"{workers}, and the slowest batches made again here {measured}; batches uneven for a while (other programs on "
+        "the cores) are no fault of the loader, and uneven at random (a store whose reads vary) is not told apart here")
     return None
 
 

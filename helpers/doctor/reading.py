@@ -58,13 +58,14 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
         _stop_half_built(exc)
         raise LoaderFailed(summary(exc), time.perf_counter() - started, False, "starting the workers", exc) from None
     n = samples = 0
-    failed = False
+    failed = ended = False
     try:
         while n < max_batches and (n == 0 or time.perf_counter() < deadline):
             before = time.perf_counter()
             try:
                 batch = next(source)
             except StopIteration:
+                ended = True
                 return
             except LoaderFailed:
                 failed = True
@@ -88,7 +89,7 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
     finally:
         if on_end is not None and n:
             on_end(getattr(source, "iterator", None))
-        source.close(kill=failed)
+        source.close(kill=failed or not ended)  # stopped early: workers may be starting still (16 under forkserver: 4 s)
 
 
 def _stop_half_built(error: BaseException) -> None:
@@ -121,16 +122,8 @@ class _FetchInMain:
         return next(self.iterator)
 
     def close(self, kill: bool = False) -> None:
-        if kill and getattr(self.iterator, "_workers", None):
-            # A hung worker would hold shutdown for torch's 5 s join timeout: stop it first. Torch's SIGCHLD handler
-            # would report the stopped worker as a crash, so its pids are unregistered first (private API, as in
-            # torch's own _shutdown_workers; the hang tests catch a rename).
-            if self.iterator._worker_pids_set:
-                torch.utils.data._utils.signal_handling._remove_worker_pids(id(self.iterator))
-                self.iterator._worker_pids_set = False
-            for worker in self.iterator._workers:
-                if worker.is_alive():
-                    worker.terminate()
+        if kill:
+            terminate_workers(self.iterator)
         shutdown = getattr(self.iterator, "_shutdown_workers", None)  # private; `del` alone leaves it to the garbage collector
         if shutdown is not None:
             shutdown()
@@ -329,16 +322,33 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
 
 def stop_workers(loader: DataLoader, at_once: bool = False) -> None:
     """Stop a persistent-workers loader's workers now (the loader keeps its iterator, and with it the workers, otherwise);
-    at_once: terminate them first, as torch does to a worker that outlives its shutdown, rather than wait: a worker still
-    starting (a fresh Python importing torch, under spawn or forkserver) would finish starting before it saw the request."""
+    at_once: terminate them first (terminate_workers) rather than wait: a worker still starting (importing torch anew,
+    under spawn or forkserver) would finish starting before it saw the request."""
     iterator = getattr(loader, "_iterator", None)
     if at_once:
-        for worker in getattr(iterator, "_workers", []):  # private: the worker processes
-            if worker.is_alive():
-                worker.terminate()
+        terminate_workers(iterator)
     shutdown = getattr(iterator, "_shutdown_workers", None)  # private: the persistent workers' iterator
     if shutdown is not None:  # (torchdata's StatefulDataLoader keeps a worker-less iterator too, which has none)
         shutdown()
+
+
+def terminate_workers(iterator: Any) -> None:
+    """Terminate a multi-process iterator's workers now, before its _shutdown_workers, which would wait up to torch's 5 s
+    join timeout for each (a hung one, or one still starting). As torch's own shutdown does before it terminates a
+    worker: the pin-memory thread is stopped first (a worker killed while sending could leave it a torn message) and the
+    pids leave torch's SIGCHLD watch, which would report them as crashed (private API; the hang tests catch a rename)."""
+    if not getattr(iterator, "_workers", None):
+        return
+    if getattr(iterator, "_pin_memory_thread", None) is not None:
+        iterator._pin_memory_thread_done_event.set()
+        iterator._worker_result_queue.put((None, None))
+        iterator._pin_memory_thread.join()
+    if iterator._worker_pids_set:
+        torch.utils.data._utils.signal_handling._remove_worker_pids(id(iterator))
+        iterator._worker_pids_set = False
+    for worker in iterator._workers:
+        if worker.is_alive():
+            worker.terminate()
 
 
 def _signal(pids: list[int], sig: signal.Signals) -> None:

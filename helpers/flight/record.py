@@ -172,7 +172,7 @@ class _Forwarding:
             setattr(self.dataset, name, value)
 
 
-def _fetches_batches(dataset: Any) -> bool:
+def fetches_batches(dataset: Any) -> bool:
     """Whether `dataset` fetches a batch at once: its own __getitems__, not a Subset's (random_split's) that reads item by
     item from a dataset without one (then each item is timed)."""
     while isinstance(dataset, Subset) and hasattr(dataset, "__getitems__"):
@@ -185,7 +185,7 @@ class _Recorded(_Forwarding, Dataset):
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
-        if _fetches_batches(dataset):
+        if fetches_batches(dataset):
             self.__getitems__ = self._getitems  # the DataLoader fetches a batch at once only where the dataset does
 
     def __len__(self) -> int:
