@@ -1,7 +1,8 @@
 """A corpus of loaders the loader doctor (helpers.doctor, lesson 07) was not written for, each with its findings written first.
 
 Every case module models public code or a public bug report and defines: a docstring with an `Origin:` line,
-`EXPECTED` (the codes that must come as warning or error; every other code must not, info is allowed),
+`EXPECTED` (the codes that must come as warning or error; every other code must not, info is allowed), `WITHOUT_FORK`
+(codes also expected where workers do not start by fork: under spawn and forkserver each worker imports torch anew),
 `make_loader()`, and optionally `step(batch)`, `BUDGET_S` (default 8), `FAST` (one diagnosis fits `make test`),
 `NEEDS` (comma-separated names from NEEDS_CHECKS: the case is skipped where one is unmet), `DEVICE` (passed to
 the doctor), `HOST_BUSY` (the runner starts CPU-bound programs around the diagnosis, one per usable core), `EXIT`
@@ -135,9 +136,17 @@ def unmet(case: ModuleType) -> str | None:
     return f"needs {' and '.join(missing)}" if missing else None
 
 
+def expected(case: ModuleType) -> frozenset[str]:
+    """The codes the case expects here: EXPECTED, and WITHOUT_FORK when this process's workers do not start by fork."""
+    import multiprocessing
+
+    forked = multiprocessing.get_start_method() == "fork"
+    return case.EXPECTED | (frozenset() if forked else frozenset(getattr(case, "WITHOUT_FORK", frozenset())))
+
+
 def expected_exit(case: ModuleType) -> int:
     """The command line's exit status for the case: 1 when an expected code is an error."""
-    return int(getattr(case, "EXIT", 1 if case.EXPECTED & ERROR_CODES else 0))
+    return int(getattr(case, "EXIT", 1 if expected(case) & ERROR_CODES else 0))
 
 
 def problems(diagnosis: Any, expected: frozenset[str] = frozenset()) -> set[str]:

@@ -26,7 +26,7 @@ def test_the_doctor_finds_what_the_case_expects_and_nothing_else(name):
         pytest.skip(f"{name} {reason}")
     with corpus.host_busy(case):
         diagnosis, seconds = corpus.diagnose(case)
-    missed, false_alarms = corpus.compare(case.EXPECTED, corpus.problems(diagnosis, case.EXPECTED))
+    missed, false_alarms = corpus.compare(corpus.expected(case), corpus.problems(diagnosis, corpus.expected(case)))
     assert not missed and not false_alarms, (f"{name}: missed {sorted(missed)}, false alarms {sorted(false_alarms)} "
                                              f"({corpus.origin(case)[:80]})\n{diagnosis}")
     assert seconds <= corpus.budget_s(case) + corpus.OVER_BUDGET_S, f"{seconds:.1f} s of a {corpus.budget_s(case)} s budget"
@@ -46,6 +46,7 @@ def test_every_case_names_its_origin_and_writes_its_expectations_as_a_frozenset(
         assert callable(case.make_loader) and isinstance(getattr(case, "FAST", False), bool)
         assert corpus.budget_s(case) > 0 and (not hasattr(case, "step") or callable(case.step))
         assert set(getattr(case, "EVIDENCE", {})) <= case.EXPECTED, f"{name}: EVIDENCE for a code it does not expect"
+        assert getattr(case, "WITHOUT_FORK", frozenset()) <= corpus.CODES - case.EXPECTED, f"{name}: WITHOUT_FORK"
         corpus.unmet(case)  # every NEEDS name is known (a KeyError otherwise)
 
 
@@ -94,3 +95,15 @@ def test_the_table_fails_a_finding_whose_evidence_the_case_does_not_expect():
     assert corpus.wrong_evidence(case, said) == ["loader-error.stage='collate_fn' (want 'sampler')"]
     row = Row(case, runs=[Run({"loader-error"}), Run({"loader-error"}, wrong=corpus.wrong_evidence(case, said))])
     assert row.failed and row.verdict() == "WRONG EVIDENCE loader-error.stage='collate_fn' (want 'sampler') (runs 2)"
+
+
+def test_without_fork_codes_are_expected_only_where_workers_do_not_start_by_fork(monkeypatch):
+    import multiprocessing
+    from types import SimpleNamespace
+
+    case = SimpleNamespace(EXPECTED=frozenset({"input-bound"}), WITHOUT_FORK=frozenset({"startup-cost"}))
+    for method, wanted in (("fork", {"input-bound"}), ("forkserver", {"input-bound", "startup-cost"}),
+                           ("spawn", {"input-bound", "startup-cost"})):
+        monkeypatch.setattr(multiprocessing, "get_start_method", lambda *args, method=method, **kwargs: method)
+        assert corpus.expected(case) == wanted, method
+    assert corpus.expected(SimpleNamespace(EXPECTED=frozenset())) == frozenset()  # WITHOUT_FORK is optional

@@ -72,7 +72,7 @@ class Row:
             if run.crash:
                 problems.append(f"CRASH in run {label}: {run.crash}")
                 continue
-            lost, alarms = corpus.compare(self.case.EXPECTED, run.found, self.tolerated)
+            lost, alarms = corpus.compare(corpus.expected(self.case), run.found, self.tolerated)
             for code in lost:
                 missed.setdefault(code, []).append(label)
                 if code in run.why_not:
@@ -109,8 +109,8 @@ def run_in_process(case: ModuleType) -> Run:
     except Exception as error:  # noqa: BLE001 - a doctor that crashes is a verdict, not the end of the table
         last = traceback.format_exception_only(error)[-1].strip()
         return Run(seconds=time.perf_counter() - started, crash=last[:150])
-    return Run(corpus.problems(diagnosis, case.EXPECTED), seconds,
-               why_not={code: why for code, why in diagnosis.not_measured.items() if code in case.EXPECTED},
+    return Run(corpus.problems(diagnosis, corpus.expected(case)), seconds,
+               why_not={code: why for code, why in diagnosis.not_measured.items() if code in corpus.expected(case)},
                wrong=corpus.wrong_evidence(case, diagnosis.findings))
 
 
@@ -143,7 +143,7 @@ def run_command_line(case: ModuleType) -> Run:
             return Run(seconds=seconds, crash=f"exit {process.returncode}, no JSON: {output.strip().splitlines()[-1:]}",
                        exit_status=process.returncode)
         data = json.loads(out.read_text())
-    found = {f["code"] for f in data["findings"] if f["severity"] != "info" or f["code"] in case.EXPECTED}
+    found = {f["code"] for f in data["findings"] if f["severity"] != "info" or f["code"] in corpus.expected(case)}
     return Run(found, float(data["elapsed_s"]), exit_status=process.returncode, wrong=corpus.wrong_evidence(case, data["findings"]))
 
 
@@ -177,7 +177,7 @@ def table(rows: list[Row], cli: bool) -> str:
     for row in rows:
         origin = corpus.origin(row.case).removeprefix("modelled on ")
         short = origin[:60] + ("…" if len(origin) > 60 else "")
-        cells = [corpus.name(row.case), short, ", ".join(sorted(row.case.EXPECTED)) or "—",
+        cells = [corpus.name(row.case), short, ", ".join(sorted(corpus.expected(row.case))) or "—",
                  " / ".join(summary(r) for r in row.runs) or "—", " / ".join(f"{r.seconds:.1f}" for r in row.runs) or "—"]
         if cli:
             want = corpus.expected_exit(row.case)
