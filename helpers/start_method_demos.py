@@ -8,11 +8,12 @@ workers, so `helpers.doctor.xray.x_ray` (and
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import zlib
 
 import torch
@@ -94,21 +95,33 @@ class SettingReader(Dataset):
         return os.environ.get(SETTING, "")
 
 
+MAX_TIMEOUT_S = 2_147_483.0  # the longest wait subprocess's poll() accepts (milliseconds in a C int)
+
+
 def settings_seen(timeout_s: float = 120.0) -> dict[str, list[str]]:
-    """Per start method here, what a worker read of SETTING set to "first", then "second", each before a new loader's worker
-    started, in one fresh Python (its first forkserver loader starts the fork server): {method: [first read, second read]},
-    "" where the variable was unset (lesson 09)."""
-    timeout_s = as_fraction("timeout_s", timeout_s, 0.0, math.inf, include_low=False, include_high=False)
+    """Per start method here (multiprocessing.get_all_start_methods()), what a worker read of SETTING set to "first", then
+    "second", each before a new loader's worker started, in one fresh Python (its first forkserver loader starts the fork
+    server): {method: [first read, second read]}; on Linux fork and spawn read first then second, forkserver first twice
+    (lesson 09). timeout_s in (0, MAX_TIMEOUT_S]: past it, TimeoutError, with the fresh Python and its workers stopped."""
+    timeout_s = as_fraction("timeout_s", timeout_s, 0.0, MAX_TIMEOUT_S, include_low=False, include_high=True)
     code = f"from helpers.start_method_demos import _read_twice; print(_read_twice({multiprocessing.get_all_start_methods()!r}))"
     env = {k: v for k, v in os.environ.items() if k != SETTING}
-    try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise TimeoutError(f"the fresh Python did not finish within timeout_s={timeout_s:g} s (it starts Python, torch "
-                           "and a worker per method: seconds); give a larger timeout_s") from None
-    if done.returncode != 0:
-        raise RuntimeError(f"the fresh Python exited with status {done.returncode}: {done.stderr.strip()[-1000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="settings-seen-") as folder:  # its workers' temporary files go with it
+        env["TMPDIR"] = folder
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env, start_new_session=True)  # its own process group: its workers, the fork server
+        try:
+            out, err = child.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            # a worker whose parent dies before it starts never notices (torch's watchdog compares against the parent
+            # it found at start-up): stop the whole group, not the fresh Python alone
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            raise TimeoutError(f"the fresh Python did not finish within timeout_s={timeout_s:g} s (it starts Python, torch "
+                               "and a worker per method: seconds); give a larger timeout_s") from None
+    if child.returncode != 0:
+        raise RuntimeError(f"the fresh Python exited with status {child.returncode}: {err.strip()[-1000:]}")
+    return json.loads(out.splitlines()[-1])
 
 
 def _read_twice(methods: list[str]) -> str:

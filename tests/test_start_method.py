@@ -118,6 +118,7 @@ def test_a_forkserver_worker_sees_the_environment_the_fork_server_started_with()
 
 
 @pytest.mark.parametrize(("timeout_s", "error"), [(0, ValueError), (-1.0, ValueError), (float("nan"), ValueError),
+                                                  (float("inf"), ValueError), (2_147_483.648, ValueError),
                                                   ("60", TypeError), (True, TypeError)])
 def test_settings_seen_refuses_a_bad_timeout_naming_it(timeout_s, error):
     with pytest.raises(error, match="timeout_s"):
@@ -127,3 +128,36 @@ def test_settings_seen_refuses_a_bad_timeout_naming_it(timeout_s, error):
 def test_settings_seen_says_when_its_timeout_was_too_short():
     with pytest.raises(TimeoutError, match=r"timeout_s=0.01 s"):
         start_method_demos.settings_seen(timeout_s=0.01)
+
+
+def _marked(mark: str) -> list[int]:
+    """Processes whose environment holds COURSE_TEST_MARK=mark (inherited by whatever started under this test)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and process.environ().get("COURSE_TEST_MARK") == mark:
+                found.append(process.pid)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def test_settings_seen_stops_the_fresh_python_and_all_it_started_when_it_times_out(monkeypatch):
+    """A contract probe found a spawn worker and a resource tracker (timeouts of 1-2 s), or the fork server and its worker
+    (2.5-3 s), left running for good: only the fresh Python was killed, and a worker whose parent dies before it starts
+    never notices. Each timeout here stops it at another stage; what is left is found by a mark in its environment."""
+    mark = f"settings-seen-{os.getpid()}-{time.time_ns()}"
+    monkeypatch.setenv("COURSE_TEST_MARK", mark)
+    left = []
+    try:
+        for timeout_s in (1.0, 1.5, 2.0, 2.5, 3.0):
+            with pytest.raises(TimeoutError):
+                start_method_demos.settings_seen(timeout_s=timeout_s)
+            time.sleep(0.2)
+            left += [(timeout_s, pid) for pid in _marked(mark)]
+    finally:
+        for pid in _marked(mark):
+            os.kill(pid, 9)
+    assert left == []
