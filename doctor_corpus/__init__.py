@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -138,8 +139,6 @@ def unmet(case: ModuleType) -> str | None:
 
 def expected(case: ModuleType) -> frozenset[str]:
     """The codes the case expects here: EXPECTED, and WITHOUT_FORK when this process's workers do not start by fork."""
-    import multiprocessing
-
     forked = multiprocessing.get_start_method() == "fork"
     return case.EXPECTED | (frozenset() if forked else frozenset(getattr(case, "WITHOUT_FORK", frozenset())))
 

@@ -55,9 +55,8 @@ def _by_worker(made: dict[int, tuple[Any, float, float]]) -> tuple[Any, float] |
     if len(per) < 2 or min(len(v) for v in per.values()) < 2 * MIN_BATCHES:
         return (f"the recording holds {min((len(v) for v in per.values()), default=0)} batches of some worker; comparing "
                 f"workers needs {2 * MIN_BATCHES} of each from 2 workers")
-    halves = [{w: [t for _, t in sorted(v)[:len(v) // 2]] for w, v in per.items()},
-              {w: [t for _, t in sorted(v)[len(v) // 2:]] for w, v in per.items()},
-              {w: [t for _, t in v] for w, v in per.items()}]
+    ordered = {w: [t for _, t in sorted(v)] for w, v in per.items()}  # each worker's batches in the order they began
+    halves = [{w: v[:len(v) // 2] for w, v in ordered.items()}, {w: v[len(v) // 2:] for w, v in ordered.items()}, ordered]
     found = []
     for part in halves:
         medians = {w: statistics.median(v) for w, v in part.items()}
