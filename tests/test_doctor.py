@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import re
 import subprocess
 import sys
@@ -74,6 +76,26 @@ def test_a_hanging_loader_times_out_within_the_budget(workers):
     assert found.severity == "error" and "no batch within" in found.message
 
 
+def worker_zero_starts_last(worker_id: int) -> None:
+    """worker_init_fn: worker 0 takes 30 s to start, worker k 0.25 k s: the others' batches arrive out of turn meanwhile."""
+    time.sleep(30.0 if worker_id == 0 else 0.25 * worker_id)
+
+
+def test_workers_still_starting_are_reported_as_such_within_the_budget():
+    """torch's timeout starts again with each batch that arrives out of turn (workers 1-7's, 0.25 s apart here), so the
+    first pass's 2.8 s timeout ended at 4.6 s, a loader-error; the doctor's own clock ends the wait, and a worker still
+    starting is no hang."""
+    loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=2, num_workers=8, worker_init_fn=worker_zero_starts_last)
+    diagnosis = doctor.diagnose(loader, budget_s=4.0)
+    assert diagnosis.elapsed_s <= 4.0 + 1.0, f"took {diagnosis.elapsed_s:.2f} s of a 4 s budget"
+    assert "loader-error" not in diagnosis.codes, diagnosis
+    note = diagnosis.not_measured["all"]
+    assert "had not finished starting" in note and "not a hang" in note and diagnosis.measurements["workers_started"] < 8
+    if multiprocessing.get_start_method() == "fork":  # elsewhere all 8 may be importing torch still
+        waited = float(re.match(r"no first batch after ([0-9.]+) s", note).group(1))
+        assert waited <= 3.0 and "1 of the 8 workers" in note and "1 inside its worker_init_fn" in note
+
+
 def test_a_slow_first_step_is_start_up_not_the_window():
     """A first step that takes most of the budget (a CUDA context starting, seen on an H200) still leaves steps to time."""
     calls = []
@@ -109,6 +131,27 @@ class Payload(Dataset):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         return torch.tensor([index])
+
+
+class SlowPayload(Payload):
+    """Payload whose object takes 1.5 s to unpickle: 6 forkserver workers take 9 s or more to start, one after another."""
+
+    def __init__(self) -> None:
+        self.slow, self.blob = SlowToUnpickle(1.5), bytes(4_000_000)
+
+
+def test_workers_started_one_after_another_are_stopped_at_the_doctors_bound():
+    """Under forkserver iter() starts the workers one by one, each start waiting until the worker has read its pickled
+    dataset: 9 s here. The doctor's watch kills them at its bound (iter() raises BrokenPipeError), leaving none."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    loader = DataLoader(SlowPayload(), batch_size=2, num_workers=6, multiprocessing_context="forkserver")
+    diagnosis = doctor.diagnose(loader, budget_s=4.0)
+    assert diagnosis.elapsed_s <= 4.0 + 1.0, f"took {diagnosis.elapsed_s:.2f} s of a 4 s budget"
+    assert "loader-error" not in diagnosis.codes and diagnosis.measurements["workers_started"] < 6, diagnosis
+    assert float(re.match(r"no first batch after ([0-9.]+) s", diagnosis.not_measured["all"]).group(1)) <= 3.0
+    time.sleep(0.5)  # the fork server reaps its killed children
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.ppid() != os.getpid()]
+    assert not left, f"workers left running: {left}"
 
 
 def test_the_first_batch_counts_the_workers_start_up_from_iter():

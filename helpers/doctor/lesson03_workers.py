@@ -141,7 +141,8 @@ def workers_too_few(obs: Observation) -> Finding | None:
     cap = _sweep_cap()
     candidates = sorted({w for w in (workers + 1, workers + 2, 2 * workers) if workers < w <= cap})[:2]
     if not candidates:
-        obs.skipped["workers-too-few"] = f"num_workers={workers} is already the course's rule for this machine ({cap} per rank)"
+        obs.skipped["workers-too-few"] = (f"num_workers={workers} is already {'at' if workers == cap else 'over'} the "
+                                         f"course's rule for this machine ({cap} per rank)")
         return None
     room = loop_headroom(obs)
     if room is not None and room[1] < SWEEP_GAIN:

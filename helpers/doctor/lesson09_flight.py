@@ -52,6 +52,10 @@ def _recording(obs: Observation) -> FlightRecorder | None:
         obs.skipped["flight"] = "no time was left in the budget for a flight recording"
         return None
     seconds = max(0.5, min(obs.slot_left(), max(need, RECORD_SHARE * obs.left())))  # the rest: re-fetches and in_order=False
+    if obs.loader.num_workers and obs.first_batch_s > 0.5 * seconds:  # its workers start afresh, as slowly as the first pass's
+        obs.skipped["flight"] = (f"no flight recording: its workers would start afresh, and the first pass's first batch took "
+                                 f"{obs.first_batch_s:.1f} s, over half of the {seconds:.1f} s it could have")
+        return None
     recorder = FlightRecorder(rebuild(obs.loader, timeout=seconds) if obs.loader.num_workers else obs.loader)
     failed: list[str] = []
 

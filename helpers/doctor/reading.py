@@ -15,9 +15,11 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from helpers.doctor.measure import count, identities, summary
+from helpers.doctor.start_watch import StartTimedOut, started_iterator
 from helpers.rebuild import rebuild
 
 THREAD_PREFIX = "doctor-"  # every thread the doctor starts is named so: `threads_left()` finds those still running
+POLL_S = 0.25  # torch's timeout on the copy read here: the doctor's own clock bounds each fetch, polling this often
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,13 @@ def batches(loader: DataLoader, deadline: float, max_batches: int, *, on_start: 
     first_wait = max(1.0, deadline - started if fetch_timeout_s is None else fetch_timeout_s)
     try:
         source: _FetchInMain | _FetchInThread = (
-            _FetchInMain(rebuild(loader, timeout=first_wait, worker_init_fn=worker_init_fn or loader.worker_init_fn))
+            _FetchInMain(rebuild(loader, timeout=POLL_S, worker_init_fn=worker_init_fn or loader.worker_init_fn), first_wait)
             if loader.num_workers > 0 else _FetchInThread(loader, first_wait))
+    except StartTimedOut as late:
+        _stop_half_built(late.__cause__ or late)
+        if len(late.args) > 1:  # built as the wait ended
+            stop_iterator(late.args[1], kill=True)
+        raise LoaderFailed(str(late.args[0]), time.perf_counter() - started, True, "starting the workers") from None
     except Exception as exc:  # noqa: BLE001 - starting the workers runs the learner's code (pickling the dataset, the sampler)
         _stop_half_built(exc)
         raise LoaderFailed(summary(exc), time.perf_counter() - started, False, "starting the workers", exc) from None
@@ -110,24 +117,48 @@ def _stop_half_built(error: BaseException) -> None:
 
 
 class _FetchInMain:
-    """Iterate a loader with workers here: its own `timeout` bounds each fetch; close() shuts the workers down."""
+    """Iterate a loader with workers here, each fetch bounded by `wait_s` on the doctor's clock; close() shuts the workers down.
 
-    def __init__(self, loader: DataLoader) -> None:
-        self.iterator: Any = iter(loader)
+    torch's own `timeout` is not such a bound: it starts again with each batch that arrives out of turn, so 16 workers
+    starting under forkserver on 2 cores gave the first batch after 12 s with a 5 s timeout. The loader read here
+    polls with a `timeout` of POLL_S; a poll that ends empty (torch's RuntimeError, its exact text) is tried again.
+    """
+
+    def __init__(self, loader: DataLoader, wait_s: float) -> None:
+        began = time.perf_counter()
+        self.polled = f"DataLoader timed out after {loader.timeout} seconds"  # torch's text for a poll that ended empty
+        self.iterator: Any = started_iterator(loader, wait_s)
+        self.each_s = wait_s
+        self.first_s = max(POLL_S, wait_s - (time.perf_counter() - began))  # the first batch: what the start left
 
     def __iter__(self) -> _FetchInMain:
         return self
 
     def __next__(self) -> Any:
-        return next(self.iterator)
+        began, wait_s, self.first_s = time.perf_counter(), self.first_s or self.each_s, 0.0
+        while True:
+            try:
+                return next(self.iterator)  # the iterator's state is unchanged by an empty poll: torch raises before it counts
+            except RuntimeError as exc:
+                waited = time.perf_counter() - began
+                if str(exc) != self.polled:
+                    raise
+                if waited >= wait_s:
+                    raise LoaderFailed(f"no batch came within {waited:.1f} s (the doctor's wait for each batch)", waited,
+                                       True) from None
 
     def close(self, kill: bool = False) -> None:
-        if kill:
-            terminate_workers(self.iterator)
-        shutdown = getattr(self.iterator, "_shutdown_workers", None)  # private; `del` alone leaves it to the garbage collector
-        if shutdown is not None:
-            shutdown()
+        stop_iterator(self.iterator, kill)
         self.iterator = None
+
+
+def stop_iterator(iterator: Any, kill: bool = False) -> None:
+    """Shut a multi-process iterator's workers down (kill: terminate them first, terminate_workers)."""
+    if kill:
+        terminate_workers(iterator)
+    shutdown = getattr(iterator, "_shutdown_workers", None)  # private; `del` alone leaves it to the garbage collector
+    if shutdown is not None:  # (torchdata's StatefulDataLoader keeps a worker-less iterator too, which has none)
+        shutdown()
 
 
 class _FetchInThread:
@@ -324,12 +355,7 @@ def stop_workers(loader: DataLoader, at_once: bool = False) -> None:
     """Stop a persistent-workers loader's workers now (the loader keeps its iterator, and with it the workers, otherwise);
     at_once: terminate them first (terminate_workers) rather than wait: a worker still starting (importing torch anew,
     under spawn or forkserver) would finish starting before it saw the request."""
-    iterator = getattr(loader, "_iterator", None)
-    if at_once:
-        terminate_workers(iterator)
-    shutdown = getattr(iterator, "_shutdown_workers", None)  # private: the persistent workers' iterator
-    if shutdown is not None:  # (torchdata's StatefulDataLoader keeps a worker-less iterator too, which has none)
-        shutdown()
+    stop_iterator(getattr(loader, "_iterator", None), at_once)  # private: the persistent workers' iterator
 
 
 def terminate_workers(iterator: Any) -> None:

@@ -25,6 +25,7 @@ from helpers.doctor.registry import Check, Observation, Rule, in_order
 from helpers.doctor.threads import ThreadCensus, working_threads
 
 FIRST_PASS_SHARE = 0.35      # of the budget: the loader as given; the rest goes to the rules' own measurements
+FIRST_BATCH_SHARE = 0.75     # of the budget: the longest the first pass waits for its first batch (workers starting)
 KEEP_BATCHES = 32            # batches kept in memory to replay through the step (headspace) ...
 KEEP_BYTES = 256 * 1024 ** 2  # ... and at most this many bytes of them
 MAX_BATCHES = 400
@@ -170,13 +171,14 @@ def _first_pass(obs: Observation) -> None:
     try:
         for arrival, batch in batches(loader, time.perf_counter() + window, min(limit, MAX_BATCHES) if limit else MAX_BATCHES,
                                       on_start=started, on_end=ending, step=obs.time_step if obs.step else None,
-                                      fetch_timeout_s=0.75 * obs.left(),  # a slow start-up is not a hang
+                                      fetch_timeout_s=FIRST_BATCH_SHARE * obs.left(),  # a slow start-up is not a hang
                                       window_after_first=(window, obs.deadline),  # nor is a slow first step
                                       worker_init_fn=census if loader.num_workers > 0 else None):
             _observe(obs, arrival, batch)
             snapshot()
     except LoaderFailed as failed:
-        obs.failure = failed
+        if not _still_starting(obs, failed, census):
+            obs.failure = failed
         return
     finally:
         shutil.rmtree(census.folder, ignore_errors=True)
@@ -185,6 +187,28 @@ def _first_pass(obs: Observation) -> None:
                             steady_batch_s=obs.steady_batch_s, samples_per_s=obs.samples_per_s)
         if obs.worker_threads:
             obs.measured["worker_threads"] = list(obs.worker_threads)  # threads computing side by side, per worker
+
+
+def _still_starting(obs: Observation, failed: LoaderFailed, census: ThreadCensus) -> bool:
+    """No first batch in time while some workers had not finished starting: said in `skipped`, not a loader-error (a hang)."""
+    workers = obs.loader.num_workers
+    if not failed.timed_out or obs.batches or not workers:
+        return False
+    begun, ready = census.started()
+    obs.measured.update(workers_started=ready, workers_in_init=begun - ready)
+    if ready >= workers:
+        return False
+    inside = f", {begun - ready} inside its worker_init_fn" if begun > ready else ""
+    all_s = failed.after_s * workers / ready if ready else 0.0
+    pace = (f" At the pace measured ({ready} in {failed.after_s:.1f} s), all {workers} take about {all_s:.0f} s to start: "
+            f"a budget of about {all_s / FIRST_BATCH_SHARE:.0f} s or more measures the rest." if ready
+            else " Give the doctor a larger budget to measure the rest.")
+    obs.skipped["all"] = (
+        f"no first batch after {failed.after_s:.1f} s: {workers - ready} of the {workers} workers had not finished starting "
+        f"(importing torch and unpickling the dataset where workers do not start by fork, then worker_init_fn{inside}), "
+        "so nothing else was measured: a slow start, not a hang the doctor saw. Workers start slowly under forkserver and "
+        "spawn, one after another, and when many start at once on few cores." + pace)
+    return True
 
 
 def _observe(obs: Observation, arrival: Arrival, batch: Any) -> None:

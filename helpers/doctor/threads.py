@@ -28,9 +28,19 @@ class ThreadCensus:
         self.folder = folder
 
     def __call__(self, worker_id: int) -> None:
+        _touch(os.path.join(self.folder, f"w{worker_id}.begun"))  # torch imported, the dataset unpickled
         if self.inner is not None:
             self.inner(worker_id)
+        _touch(os.path.join(self.folder, f"w{worker_id}.ready"))
         threading.setprofile(_Note(self.folder, threading.getprofile()))
+
+    def started(self) -> tuple[int, int]:
+        """How many workers have reached the loader's worker_init_fn, and how many have returned from it."""
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return 0, 0
+        return sum(n.endswith(".begun") for n in names), sum(n.endswith(".ready") for n in names)
 
     def python_threads(self, pid: int) -> set[int]:
         """Native ids of the Python threads worker `pid` has started since its worker_init_fn (the main thread is not one)."""
@@ -50,11 +60,16 @@ class _Note:
 
     def __call__(self, frame: Any, event: str, arg: Any) -> Any:
         sys.setprofile(self.before)
-        try:
-            open(os.path.join(self.folder, f"{os.getpid()}.{threading.get_native_id()}"), "x").close()
-        except OSError:  # the doctor has finished and removed the folder, or this thread was noted already
-            pass
+        _touch(os.path.join(self.folder, f"{os.getpid()}.{threading.get_native_id()}"))
         return self.before(frame, event, arg) if self.before is not None else None
+
+
+def _touch(path: str) -> None:
+    """Create the empty file `path`; nothing when the doctor has finished and removed its folder, or it exists."""
+    try:
+        open(path, "x").close()
+    except OSError:
+        pass
 
 
 def working_threads(pid: int, python_threads: set[int] | frozenset[int] = frozenset()) -> int | None:
