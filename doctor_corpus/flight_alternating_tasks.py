@@ -8,6 +8,8 @@ B (dense masks read from network storage) 15 ms, modelled by waits. Worker 1's s
 same B items fetched in the main process take 15 ms too. With in_order at its default the loop waits on B batches
 while A batches are ready; in_order=False lets both workers share the B batches (1.63-1.64x the samples/s in each
 of 4 interleaved rounds of 40 batches, measured apart from the doctor), so head-of-line is expected as well.
+BUDGET_S is 22, the doctor's own advice: its batches are slow (0.12 s), and in 15 s the in_order=False comparison had
+4.2 s of the 6.0 s its 2 rounds need ("about --budget 22 would give it that", 3 runs of 3 beside a busy program).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from torch.utils.data import ConcatDataset, DataLoader, Dataset, Sampler
 
 EXPECTED = frozenset({"slow-worker", "head-of-line"})
 EVIDENCE = {"slow-worker": {"worker": 1}}
-BUDGET_S = 15.0
+BUDGET_S = 22.0
 FAST = False
 NEEDS = "multi-core"
 
