@@ -188,6 +188,30 @@ def test_workers_still_starting_are_stopped_at_once_when_the_reading_ends_early(
     assert time.perf_counter() - started < 8.0  # two 1 s timeouts, then at once (3.8 s; waiting out the start-ups: 10.2 s)
 
 
+def one_second_start(worker_id: int) -> None:
+    """A worker that takes 1 s to start."""
+    time.sleep(1.0)
+
+
+def test_interleaved_rounds_get_their_time_after_the_workers_start():
+    """Lesson 07 under forkserver: the sweep of a 0-worker loader started 1- and 2-worker copies in 2.4 s that its
+    estimate (from a first pass without workers) left out, and ran 1 round of 2. after_start is told the start-up
+    (iter() included: under forkserver and spawn it waits for each worker's start) and sets the rounds' deadline."""
+    def loader(workers: int) -> DataLoader:
+        return DataLoader(torch.arange(4096), batch_size=8, num_workers=workers, persistent_workers=True, timeout=5.0,
+                          worker_init_fn=one_second_start)
+
+    told: list[float] = []
+
+    def after_start(seconds: float) -> float:
+        told.append(seconds)
+        return time.perf_counter() + 3.0
+
+    rounds = reading.alternating_rates([loader(1), loader(2)], time.perf_counter() + 0.5, 4, rounds=2,
+                                       after_start=after_start)
+    assert len(told) == 1 and told[0] >= 1.0 and len(rounds) == 2
+
+
 def test_one_process_over_the_cores_is_at_most_info():
     diagnosis = run(DataLoader(tensors(), batch_size=64, num_workers=CORES))
     assert only(diagnosis, "workers-oversubscribed").severity == "info"
@@ -212,7 +236,7 @@ def test_the_sweep_times_each_setting_in_turns_sized_to_the_batch_time(monkeypat
     the lowest round (1.5x) is above SWEEP_GAIN too."""
     calls = []
 
-    def fake_rates(loaders, deadline, per_turn, rounds=3, distinct=False):
+    def fake_rates(loaders, deadline, per_turn, rounds=3, distinct=False, after_start=None):
         calls.append(([loader.num_workers for loader in loaders], per_turn, [loader.persistent_workers for loader in loaders]))
         return [[100.0, 150.0, 190.0], [100.0, 120.0, 150.0], [50.0, 90.0, 90.0]]  # ratios for 2 workers: 1.9, 1.5, 1.8
 
@@ -356,7 +380,7 @@ def test_a_stream_is_swept_by_distinct_samples(monkeypatch):
     sweep counts distinct samples, and the finding says so."""
     asked = []
 
-    def fake_rates(loaders, deadline, per_turn, rounds=3, distinct=False):
+    def fake_rates(loaders, deadline, per_turn, rounds=3, distinct=False, after_start=None):
         asked.append(distinct)
         return [[100.0, 150.0, 200.0]] * 3
 

@@ -123,7 +123,7 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
                     ax.set_ylim(0, 1)
             planted_now = [name for name in ONE_PROCESS if name not in chosen]
             fig.suptitle(f"one process (bars 1-2: this lesson's runs; bar 3: run live when first chosen): planted "
-                         f"{', '.join(planted_now) or 'nothing'}; evaluation read {run.eval_samples} samples for {run.eval_distinct}\n"
+                         f"{', '.join(planted_now) or 'nothing'}; evaluation read {run.eval_samples} samples for {run.eval_distinct} distinct\n"
                          f"2 ranks (measured earlier in this lesson, not rerun here): {rank_outcomes[ranks]}", fontsize=9)
             plt.show()
 

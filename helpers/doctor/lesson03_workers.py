@@ -187,13 +187,23 @@ def workers_too_few(obs: Observation) -> Finding | None:
     timeout = max(1.0, obs.slot_left())
     loaders = [rebuild(loader, num_workers=w, persistent_workers=w > 0, timeout=timeout, prefetch_factor=1 if slow else None)
                for w in values]
+    started: list[float] = []
+
+    def after_start(seconds: float) -> float:
+        """The rounds' time from now: the new workers' start-up was not in the first pass's times (none, or fork's)."""
+        started.append(seconds)
+        obs.borrow(2 * per_round)
+        return time.perf_counter() + obs.slot_left()
+
     runs = alternating_rates(loaders, time.perf_counter() + obs.slot_left(), per_turn, rounds=SWEEP_ROUNDS,
-                             distinct=obs.iterable)
+                             distinct=obs.iterable, after_start=after_start)
     rounds = len(runs)
     candidates = values[1:]
     if rounds < 2:
+        start = f", after {started[0]:.1f} s starting its loaders' workers" if started else ""
         obs.skipped["workers-too-few"] = (f"the num_workers sweep ran {rounds} round(s) of the 2 it needs (about {per_round:.1f} s "
-                                          "each at the batch time measured); " + obs.too_short(need, had))
+                                          f"each at the batch time measured{start}); "
+                                          + obs.too_short(need + sum(started), had))
         return None
     by = {w: [runs[r][i] for r in range(rounds)] for i, w in enumerate(values)}
     ratios = {w: paired_median(by[w], by[workers]) for w in candidates}

@@ -290,7 +290,8 @@ def new_samples(batch: Any, seen: set[str], distinct: bool) -> int:
 
 
 def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_turn: int | list[int], rounds: int = 3,
-                      distinct: bool = False, min_turn_s: float = 0.0) -> list[list[float]]:
+                      distinct: bool = False, min_turn_s: float = 0.0,
+                      after_start: Callable[[float], float] | None = None) -> list[list[float]]:
     """Samples/s of each loader, per round, taking turns on workers started once; rounds alternate the order, until `deadline`.
 
     While one loader is timed, the others' workers are paused (SIGSTOP), so refilling their queues cannot take its
@@ -300,18 +301,23 @@ def alternating_rates(loaders: list[DataLoader], deadline: float, batches_per_tu
     worker reads in full delivers each sample once per worker, and only the first counts.
     min_turn_s: a turn goes on past its batches until it has timed this long, so a loader many times faster than the
     one its batch count was set from is not timed over a few milliseconds that one pause of the machine decides.
+    after_start: given the seconds the workers took to start (to each loader's first batch; the deadline does not end
+    the start then), returns the rounds' deadline.
     """
     per_turn = batches_per_turn if isinstance(batches_per_turn, list) else [batches_per_turn] * len(loaders)
-    iterators = [iter(loader) for loader in loaders]
+    began = time.perf_counter()
+    iterators = [iter(loader) for loader in loaders]  # under forkserver and spawn, iter() waits for each worker's start
     seen: list[set[str]] = [set() for _ in loaders]
     pids = [[w.pid for w in getattr(it, "_workers", [])] for it in iterators]  # private: each loader's worker processes
     results: list[list[float]] = []
     failed = False
     try:
         for iterator in iterators:
-            if time.perf_counter() > deadline:
+            if time.perf_counter() > deadline and after_start is None:
                 return results
             next(iterator)  # the workers have started
+        if after_start is not None:
+            deadline = after_start(time.perf_counter() - began)
         turn_s = 0.0
         while len(results) < rounds and time.perf_counter() + 1.2 * turn_s * len(loaders) < deadline:
             started_round, rates = time.perf_counter(), [0.0] * len(loaders)
