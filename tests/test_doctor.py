@@ -22,6 +22,7 @@ from doctor_corpus.planted import Fails, Records, Sleepy, Stream
 from doctor_corpus.planted import labelled as tensors
 from helpers import doctor
 from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, reading
+from helpers.doctor.start_watch import StartTimedOut, started_iterator
 from helpers.env import cuda_required, usable_cpus
 from helpers.imbalance import class_counts, class_weights, sample_weights
 
@@ -84,13 +85,13 @@ def worker_zero_starts_last(worker_id: int) -> None:
 def test_workers_still_starting_are_reported_as_such_within_the_budget():
     """torch's timeout starts again with each batch that arrives out of turn (workers 1-7's, 0.25 s apart here), so the
     first pass's 2.8 s timeout ended at 4.6 s, a loader-error; the doctor's own clock ends the wait, and a worker still
-    starting is no hang."""
+    starting is reported as such, not as a loader-error."""
     loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=2, num_workers=8, worker_init_fn=worker_zero_starts_last)
     diagnosis = doctor.diagnose(loader, budget_s=4.0)
     assert diagnosis.elapsed_s <= 4.0 + 1.0, f"took {diagnosis.elapsed_s:.2f} s of a 4 s budget"
     assert "loader-error" not in diagnosis.codes, diagnosis
     note = diagnosis.not_measured["all"]
-    assert "had not finished starting" in note and "not a hang" in note and diagnosis.measurements["workers_started"] < 8
+    assert "had not finished starting" in note and "cannot tell apart" in note and diagnosis.measurements["workers_started"] < 8
     if multiprocessing.get_start_method() == "fork":  # elsewhere all 8 may be importing torch still
         waited = float(re.match(r"no first batch after ([0-9.]+) s", note).group(1))
         assert waited <= 3.0 and "1 of the 8 workers" in note and "1 inside its worker_init_fn" in note
@@ -152,6 +153,22 @@ def test_workers_started_one_after_another_are_stopped_at_the_doctors_bound():
     time.sleep(0.5)  # the fork server reaps its killed children
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.ppid() != os.getpid()]
     assert not left, f"workers left running: {left}"
+
+
+def test_the_start_watch_stops_the_last_worker_too_and_only_the_fork_servers_children():
+    """A fact-check: a loader's last (here its only) worker was never killed, so iter() ran its whole start (4.8 s for a
+    1 s wait); and a grandchild of the learner's own subprocess, started meanwhile, was killed too."""
+    own = subprocess.Popen(["bash", "-c", "sleep 0.3; sleep 30; true"])  # a child of its own, started during the watch
+    try:
+        loader = DataLoader(SlowPayload(), batch_size=2, num_workers=1, multiprocessing_context="forkserver")
+        started = time.perf_counter()
+        with pytest.raises(StartTimedOut):
+            started_iterator(loader, 0.5)
+        assert time.perf_counter() - started < 1.4  # the worker imports torch, then takes 1.5 s to unpickle
+        assert own.poll() is None, "the learner's subprocess was killed"
+    finally:
+        own.kill()
+        own.wait()
 
 
 def test_the_first_batch_counts_the_workers_start_up_from_iter():

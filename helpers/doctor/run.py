@@ -199,15 +199,19 @@ def _still_starting(obs: Observation, failed: LoaderFailed, census: ThreadCensus
     if ready >= workers:
         return False
     inside = f", {begun - ready} inside its worker_init_fn" if begun > ready else ""
-    all_s = failed.after_s * workers / ready if ready else 0.0
-    pace = (f" At the pace measured ({ready} in {failed.after_s:.1f} s), all {workers} take about {all_s:.0f} s to start: "
-            f"a budget of about {all_s / FIRST_BATCH_SHARE:.0f} s or more measures the rest." if ready
-            else " Give the doctor a larger budget to measure the rest.")
+    method = obs.measured.get("start_method", "")
+    start = ("a fork of this process, then its worker_init_fn" if method == "fork" else
+             f"a process started by {method or 'its start method'} importing the dataset's modules (torch among them) "
+             "and unpickling the dataset, then its worker_init_fn; iter() starts them one after another when each is "
+             "sent over 64 KiB")
     obs.skipped["all"] = (
         f"no first batch after {failed.after_s:.1f} s: {workers - ready} of the {workers} workers had not finished starting "
-        f"(importing torch and unpickling the dataset where workers do not start by fork, then worker_init_fn{inside}), "
-        "so nothing else was measured: a slow start, not a hang the doctor saw. Workers start slowly under forkserver and "
-        "spawn, one after another, and when many start at once on few cores." + pace)
+        f"(each worker's start: {start}{inside}), so no rule that needs batches ran. Still starting when the doctor "
+        "stopped waiting: a slow start or a start that hangs, which the doctor cannot tell apart")
+    if math.isfinite(obs.budget_s) and obs.budget_s > 0:
+        share = failed.after_s / obs.budget_s
+        obs.skipped["all"] += (f". It waited {share:.0%} of its budget for the first batch: time next(iter(loader)) "
+                               f"yourself and give it a budget over that time / {share:.2f}")
     return True
 
 

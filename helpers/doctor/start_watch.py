@@ -3,13 +3,13 @@
 Under forkserver and spawn, `iter(loader)` starts the workers one after another, and each start blocks until that
 worker has read all but the last 64 KiB (a pipe's buffer) of what was pickled for it, which it reads only after
 importing the dataset's modules (torch among them): 16 workers with a 10 MB dataset took 11.7 s on the 2-core VM.
-Under forkserver the watch kills the workers started so far and the one being started: the blocked write then fails
-(BrokenPipeError) and iter() raises. Under spawn the parent holds the pipe's other end itself, so a killed worker
+Under forkserver the watch kills the fork server's children started since iter() began, the workers started so far and
+the one being started: the blocked write then fails (BrokenPipeError) and iter() raises. They are the server's
+children, not this process's, so torch's SIGCHLD handler never reports them (it ignores a pid it cannot wait for). Under spawn the parent holds the pipe's other end itself, so a killed worker
 would leave the write blocked for good: there the start is not bounded (nor under fork, where it takes milliseconds).
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Any
@@ -43,7 +43,7 @@ def started_iterator(loader: DataLoader, wait_s: float) -> Any:
             return
         killed: set[int] = set()
         while building.is_set():  # until iter() raises: a start that ended just before the first kill is killed next
-            if _kill_workers(me, before, killed, loader.num_workers):
+            if _kill_workers(me, before, killed):
                 fired.set()
             if _ended(building, 0.02):
                 return
@@ -75,25 +75,19 @@ def _ended(building: threading.Event, seconds: float) -> bool:
     return True
 
 
-def _kill_workers(me: psutil.Process, before: set[int], killed: set[int], workers: int) -> bool:
-    """Kill the workers started since `before` (the fork server's children, not the server or the resource tracker), the
-    first time only while fewer than `workers` exist: the loop is still starting them, before torch watches their pids."""
+def _kill_workers(me: psutil.Process, before: set[int], killed: set[int]) -> bool:
+    """Kill the fork server's children not in `before` (nor killed already): workers started since; True if any."""
     found = []
-    for process in me.children(recursive=True):
-        if process.pid in before or process.pid in killed:
-            continue
+    for server in me.children():
         try:
-            if process.ppid() != os.getpid() or not any(
-                    name in " ".join(process.cmdline()) for name in ("multiprocessing.forkserver", "multiprocessing.resource_tracker")):
-                found.append(process)
+            if "multiprocessing.forkserver" in " ".join(server.cmdline()):
+                found += [p for p in server.children() if p.pid not in before and p.pid not in killed]
         except psutil.Error:  # it ended meanwhile
             pass
-    if not found or (not killed and len(found) >= workers):
-        return False
     for process in found:
         killed.add(process.pid)
         try:
             process.kill()
         except psutil.Error:
             pass
-    return True
+    return bool(found)
