@@ -5,8 +5,9 @@ worker has read all but the last 64 KiB (a pipe's buffer) of what was pickled fo
 importing the dataset's modules (torch among them): 16 workers with a 10 MB dataset took 11.7 s on the 2-core VM.
 Under forkserver the watch kills the fork server's children started since iter() began, the workers started so far and
 the one being started: the blocked write then fails (BrokenPipeError) and iter() raises. They are the server's
-children, not this process's, so torch's SIGCHLD handler never reports them (it ignores a pid it cannot wait for). Under spawn the parent holds the pipe's other end itself, so a killed worker
-would leave the write blocked for good: there the start is not bounded (nor under fork, where it takes milliseconds).
+children, not this process's, so torch's SIGCHLD handler never reports them (it ignores a pid it cannot wait for).
+Under spawn the parent holds the pipe's other end itself, so a killed worker would leave the write blocked for good:
+there the start is not bounded (nor under fork, where it takes milliseconds).
 """
 from __future__ import annotations
 
