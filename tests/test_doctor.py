@@ -171,6 +171,18 @@ def test_the_start_watch_stops_the_last_worker_too_and_only_the_fork_servers_chi
         own.wait()
 
 
+def test_a_diagnosis_leaves_no_multiprocessing_folder_behind(tmp_path):
+    """Workers the doctor terminated had each made a /tmp/pymp-* folder (for the socket that hands over a tensor) and
+    left it: 2 per diagnosis of a 2-worker loader from a fresh Python (the command line, the bench), found after a bench."""
+    code = ("from doctor_corpus import tensordataset_workers as case\n"
+            "from helpers import doctor\n"
+            "doctor.diagnose(case.make_loader(), budget_s=4)\n")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=120,
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not list(tmp_path.glob("pymp-*")), sorted(p.name for p in tmp_path.iterdir())
+
+
 def test_the_first_batch_counts_the_workers_start_up_from_iter():
     """Under forkserver, Process.start() returns only when the worker has read its pickled dataset: iter() paid the 0.6 s
     (the first pass read 0.02 s for a worker that took seconds to start in lesson 07 under forkserver, and the flight

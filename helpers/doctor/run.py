@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import multiprocessing.util
 import numbers
 import shutil
 import tempfile
@@ -56,6 +57,9 @@ def diagnose(loader: DataLoader, *, step: Callable[[Any], Any] | None = None, bu
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, got {short(resume)}")
     check_make_loader(make_loader, ranks, resume)
+    # multiprocessing's temporary folder, made here: workers share it (removed at this process's exit) rather than each
+    # making its own for the socket that hands over its first tensor, which a worker the doctor terminates leaves behind
+    multiprocessing.util.get_temp_dir()
     start = time.perf_counter()
     obs = Observation(loader, step, device, deadline=start + 0.85 * budget_s, budget_s=float(budget_s),  # the rest covers stopping workers
                       epochs=epochs, ranks=ranks, resume=resume, make_loader=make_loader)
