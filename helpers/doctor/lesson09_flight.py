@@ -47,12 +47,13 @@ def _recording(obs: Observation) -> FlightRecorder | None:
         return obs.flight
     size, most = length(obs.loader), max(RECORD_BATCHES, 6 * obs.loader.num_workers)
     wanted = min(most, size) if size else most
-    need = obs.first_batch_s + max(6 * obs.loader.num_workers, 12) * obs.steady_batch_s
+    # its workers start afresh, as slowly as the first pass's: their start, then as long again for the batches at least
+    need = (2 if obs.loader.num_workers else 1) * obs.first_batch_s + max(6 * obs.loader.num_workers, 12) * obs.steady_batch_s
     if not math.isfinite(need) or not obs.borrow(min(need, 0.5 * obs.left())):
         obs.skipped["flight"] = "no time was left in the budget for a flight recording"
         return None
     seconds = max(0.5, min(obs.slot_left(), max(need, RECORD_SHARE * obs.left())))  # the rest: re-fetches and in_order=False
-    if obs.loader.num_workers and obs.first_batch_s > 0.5 * seconds:  # its workers start afresh, as slowly as the first pass's
+    if obs.loader.num_workers and obs.first_batch_s > 0.5 * seconds:  # the start would take most of the recording
         obs.skipped["flight"] = (f"no flight recording: its workers would start afresh, and the first pass's first batch took "
                                  f"{obs.first_batch_s:.1f} s, over half of the {seconds:.1f} s it could have")
         return None
