@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from helpers.course import LESSONS, NEEDS, REQUIRE_CUDA_VAR
+from helpers.errors import wrapped
 
 GIB = 1024**3
 # Below this, DataLoader workers that hand batches back through shared memory can die with
@@ -330,15 +331,15 @@ def cuda_required() -> bool:
 
 
 def needs_cuda(what: str) -> bool:
-    """True if CUDA is here; else print one line saying `what` is skipped (raise under COURSE_REQUIRE_CUDA=1)."""
+    """True if CUDA is here; else print one sentence saying `what` is skipped (raise under COURSE_REQUIRE_CUDA=1)."""
     if not isinstance(what, str) or not what.strip():
         raise ValueError(f"what must name the measurement being skipped, got {what!r}")
     import torch
 
     if torch.cuda.is_available():
         return True
-    line = f"Skipped on this machine: {what} needs a CUDA GPU, and torch.cuda.is_available() is False."
+    line = f"Skipped on this machine: {what} needs a CUDA GPU (torch.cuda.is_available() is False)."
     if cuda_required():
         raise RuntimeError(f"{REQUIRE_CUDA_VAR}=1 but CUDA is absent. {line}")
-    print(line)
+    print(wrapped(line))  # a long `what` breaks between words, not mid-word in JupyterLab
     return False

@@ -25,10 +25,24 @@ def _type_names(expected: type[BaseException] | tuple[type[BaseException], ...])
     return " or ".join(t.__name__ for t in types)
 
 
-def wrapped(text: str, width: int = 100) -> str:
-    """`text` with each line over `width` characters broken between words, never inside one (printed error messages)."""
-    return "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False) or line
-                     for line in text.splitlines()) if text else text
+WIDTH = 100  # the course's width for printed lines: JupyterLab breaks a line where its output pane ends, mid-word too
+
+
+def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
+    """`text` with each line over `width` characters broken between words, never inside one, its continuation indented
+    as the line is plus `hanging` spaces (JupyterLab's output CSS has word-break: break-all: it breaks mid-word)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    for name, value, least in (("width", width, 1), ("hanging", hanging, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name} must be an int of at least {least}, got {value!r}")
+
+    def fill(line: str) -> str:
+        if len(line) <= width:  # short lines stay exactly as they are
+            return line
+        indent = " " * (len(line) - len(line.lstrip(" ")) + hanging)
+        return textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or line
+    return "\n".join(fill(line) for line in text.split("\n"))
 
 
 @contextmanager

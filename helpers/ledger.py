@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 from torch.utils.data._utils.collate import default_collate
 
 from helpers._validate import short
+from helpers.errors import wrapped
 from helpers.rebuild import rebuild
 
 MAIN = -1  # the worker id of a batch read in the main process (num_workers=0)
@@ -202,8 +203,9 @@ class Coverage:
         head = f"epoch {self.epoch}: {self.delivered} delivered for {self.expected} samples"
         if self.exactly_once:
             return head + ", each exactly once"
-        return (f"{head}: {len(self.missing)} never delivered {self.missing[:5]}, {len(self.repeated)} more than once "
-                f"{dict(list(self.repeated.items())[:5])}, {len(self.unexpected)} not expected {self.unexpected[:5]}")
+        return wrapped(f"{head}: {len(self.missing)} never delivered {self.missing[:5]}, {len(self.repeated)} more than "
+                       f"once {dict(list(self.repeated.items())[:5])}, {len(self.unexpected)} not expected "
+                       f"{self.unexpected[:5]}", hanging=2)
 
 
 class Ledger:

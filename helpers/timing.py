@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from helpers._validate import as_fraction, as_int, short
+from helpers.errors import wrapped
 from helpers.workloads import spin, spin_iterations_per_ms
 
 T = TypeVar("T")
@@ -195,6 +196,7 @@ class Headroom:
 
     def __str__(self) -> str:
         rounds = ", ".join(f"{s:.2f}x at ceiling {c:.2f}x" for s, c in zip(self.speedups, self.ceilings))
-        text = f"per round: {rounds}; rounds with room (ceiling >= {self.gate}x): {len(self.rooms)} of {len(self.ceilings)}"
-        return text + (f"; share of the headroom used: {self.share:.0%} (median of those rounds)" if self.rooms else "")
+        text = f"per round: {rounds}\nrounds with room (ceiling >= {self.gate}x): {len(self.rooms)} of {len(self.ceilings)}"
+        text += f"; share of the headroom used: {self.share:.0%} (median of those rounds)" if self.rooms else ""
+        return wrapped(text, hanging=2)  # JupyterLab breaks a long line anywhere
 

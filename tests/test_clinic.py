@@ -256,6 +256,13 @@ def rungs() -> list[clinic.Rung]:
 def test_ladder_table_and_plot():
     table = clinic.ladder_table(rungs())
     assert table.splitlines()[1].split()[:5] == ["as", "given", "1,000", "80%", "0.500"] and "timed out" in table
+    long = clinic.Rung("+ class-weights-as-sample-weights", clinic.Speed(7494.0, 0.94, 16), rungs()[0].run,
+                       "worker USS 25 MiB (+14 in 3 epochs), evaluation read 600 (was 1200)")
+    lines = clinic.ladder_table([*rungs(), long]).splitlines()
+    column = lines[0].index("evidence")  # the evidence wraps under its own column, every line within 100 characters
+    row = next(i for i, line in enumerate(lines) if line.startswith("+ class"))
+    assert max(map(len, lines)) <= 100 and len(lines) - row == 3 and all(not line[:column].strip() for line in lines[row + 1:])
+    assert " ".join(word for line in lines[row:] for word in line[column:].split()) == long.evidence
     fig = clinic.plot_ladder(rungs(), title="t")
     assert len(fig.axes) == 3 and fig.axes[0].patches[0].get_height() == 1000.0
     import matplotlib.pyplot as plt

@@ -21,7 +21,7 @@ from doctor_corpus import planted
 from doctor_corpus.planted import Fails, Records, Sleepy, Stream
 from doctor_corpus.planted import labelled as tensors
 from helpers import doctor
-from helpers.doctor import lesson00, lesson02, lesson03, lesson03_workers, reading
+from helpers.doctor import alternate, lesson00, lesson02, lesson03, lesson03_workers, reading
 from helpers.doctor.start_watch import StartTimedOut, started_iterator
 from helpers.env import cuda_required, usable_cpus
 from helpers.imbalance import class_counts, class_weights, sample_weights
@@ -208,7 +208,7 @@ def test_workers_still_starting_are_stopped_at_once_when_the_reading_ends_early(
                           worker_init_fn=slow_start, multiprocessing_context=method)
 
     started = time.perf_counter()
-    assert reading.alternating_rates([slow(1), slow(2)], started + 0.5, 4) == []
+    assert alternate.alternating_rates([slow(1), slow(2)], started + 0.5, 4) == []
     assert lesson03_workers.first_turn_rate(slow(2), 4, time.perf_counter() + 0.5) is None
     early = slow(2)
     iter(early)
@@ -236,7 +236,7 @@ def test_interleaved_rounds_get_their_time_after_the_workers_start():
         told.append(seconds)
         return time.perf_counter() + 3.0
 
-    rounds = reading.alternating_rates([loader(1), loader(2)], time.perf_counter() + 0.5, 4, rounds=2,
+    rounds = alternate.alternating_rates([loader(1), loader(2)], time.perf_counter() + 0.5, 4, rounds=2,
                                        after_start=after_start)
     assert len(told) == 1 and told[0] >= 1.0 and len(rounds) == 2
 
@@ -426,11 +426,11 @@ def test_new_samples_counts_a_repeated_identity_once_only_when_asked():
     seen: set[str] = set()
     first = {"id": torch.tensor([0, 1, 2, 3]), "x": torch.zeros(4)}
     repeat = {"id": torch.tensor([2, 3, 4, 5]), "x": torch.zeros(4)}
-    assert reading.new_samples(first, seen, distinct=False) == 4 and seen == set()
-    assert reading.new_samples(first, seen, distinct=True) == 4
-    assert reading.new_samples(repeat, seen, distinct=True) == 2 and seen == {"0", "1", "2", "3", "4", "5"}
-    assert reading.new_samples(repeat, seen, distinct=False) == 4
-    assert reading.new_samples(["a line", "another"], seen, distinct=True) == 2  # no key, no tensor: counted as count() does
+    assert alternate.new_samples(first, seen, distinct=False) == 4 and seen == set()
+    assert alternate.new_samples(first, seen, distinct=True) == 4
+    assert alternate.new_samples(repeat, seen, distinct=True) == 2 and seen == {"0", "1", "2", "3", "4", "5"}
+    assert alternate.new_samples(repeat, seen, distinct=False) == 4
+    assert alternate.new_samples(["a line", "another"], seen, distinct=True) == 2  # no key, no tensor: counted as count() does
 
 
 def test_count_reads_samples_from_tensors_arrays_or_lists_of_plain_values():
@@ -461,7 +461,7 @@ def test_the_first_turn_of_an_unsharded_stream_counts_each_sample_once(monkeypat
     first (all repeats of worker 0's), worker 0's second (new), worker 1's second (repeats), worker 0's third (new):
     8 distinct samples of the 16 delivered, by hand."""
     counted: list[int] = []
-    original = reading.new_samples
+    original = alternate.new_samples
 
     def spy(batch, seen, distinct):
         counted.append(original(batch, seen, distinct))
@@ -544,7 +544,7 @@ def test_a_stream_that_wraps_within_a_turn_counts_its_samples_again():
     """8 samples in batches of 4: every turn of 4 batches wraps the epoch twice; the samples of a new epoch count (the
     fact-check saw later rounds read 0 distinct samples/s)."""
     loader = DataLoader(Stream(n=8), batch_size=4)
-    runs = reading.alternating_rates([loader], time.perf_counter() + 30.0, 4, rounds=2, distinct=True)
+    runs = alternate.alternating_rates([loader], time.perf_counter() + 30.0, 4, rounds=2, distinct=True)
     assert len(runs) == 2 and all(r[0] > 0 for r in runs)
 
 
@@ -569,7 +569,7 @@ def test_a_turn_lasts_min_turn_s_when_its_batches_come_sooner():
     loader was 15x faster, so its turn timed about 20 ms, and one pause of a busy CI machine read 0.89x (CI, stop 47)."""
     log: list = []
     fast, slow = (DataLoader(_Logged(tag, pause, log), batch_size=1) for tag, pause in (("fast", 0.002), ("slow", 0.02)))
-    runs = reading.alternating_rates([fast, slow], time.perf_counter() + 30.0, 2, rounds=2, min_turn_s=0.15)
+    runs = alternate.alternating_rates([fast, slow], time.perf_counter() + 30.0, 2, rounds=2, min_turn_s=0.15)
     assert len(runs) == 2
     turns: list[list[tuple]] = []  # runs of consecutive fetches by one loader: F | S | round 1: F, S S | round 2: S S, F
     for entry in log:
@@ -1121,7 +1121,7 @@ def test_command_line_leaves_no_thread_to_abort_it(tmp_path):
     started = time.perf_counter()
     result = doctor_command(tmp_path, "stuck:make", "--budget", "3")
     assert result.returncode == 1 and "[error] loader-error" in result.stdout, result.stdout + result.stderr
-    assert "still inside your loader's code" in result.stdout and time.perf_counter() - started < 20
+    assert "still inside your loader's code" in " ".join(result.stdout.split()) and time.perf_counter() - started < 20
 
 
 def test_the_console_command_is_declared():
@@ -1155,11 +1155,28 @@ def no_doctor_thread_left():
 def test_the_summary_line_stays_short_for_80_classes_and_warnings_are_listed_apart():
     labels = np.arange(8000) % 80
     diagnosis = run(DataLoader(tensors(8000, labels=labels), batch_size=400, shuffle=True, pin_memory=True))  # PyTorch warns
-    measured = next(line for line in str(diagnosis).splitlines() if line.startswith("measured: "))
-    assert "batch_class_shares=[80 values, " in measured and len(measured) < 1200, measured
+    text = str(diagnosis)
+    measured = text[text.index("\nmeasured: ") + 1:].split("\nnot measured: ")[0].split("\nwarning raised")[0]
+    assert "batch_class_shares=[80 values, " in " ".join(measured.split()) and len(measured) < 1200, measured
     if not torch.accelerator.is_available():
         assert any("pin_memory" in w for w in diagnosis.caught_warnings), diagnosis.caught_warnings
-        assert "warning raised while reading (not a finding): UserWarning" in str(diagnosis)
+        assert "warning raised while reading (not a finding): UserWarning" in " ".join(text.split())
+
+
+def test_printed_lines_wrap_at_100_between_words_with_the_words_kept_in_order():
+    words = [f"w{i}" + "x" * (i % 13) for i in range(120)] + ["a/very/long/path/" * 8]
+    finding = doctor.Finding("long-finding", "warning", " ".join(words), "fix it with well-chosen-words", {"n": 1})
+    text = str(doctor.Diagnosis([finding], {"share": 0.5}, {"rule": " ".join(words[:40])}, 1.0, 2.0))
+    long_lines = [line for line in text.splitlines() if len(line) > 100]
+    assert long_lines == ["    " + words[-1]], long_lines  # a word longer than a line is kept whole, on its own
+    assert text.split() == ["Loader", "doctor:", "0", "error(s),", "1", "warning(s),", "0", "info,", "in", "1.0", "s", "(budget",
+                            "2", "s)", "[warning]", "long-finding:", *words, "fix:", "fix", "it", "with", "well-chosen-words",
+                            "measured:", "share=0.5", "not", "measured:", "rule", "(" + words[0], *words[1:39], words[39] + ")"]
+    lines = text.splitlines()
+    broken = doctor.Finding("loader-error", "error", "your loader raised:\nValueError: bad", "see\nthe line", {})
+    assert "raised:\n    ValueError: bad\n    fix: see\n        the line" in str(doctor.Diagnosis([broken], {}, {}, 1.0, 2.0))
+    fix_at = next(i for i, line in enumerate(lines) if line.startswith("    fix: "))
+    assert all(line.startswith("    ") and not line.startswith("     ") for line in lines[2:fix_at])  # the message continues 4 in
 
 
 def test_binomial_cdf_against_hand_computed_values():

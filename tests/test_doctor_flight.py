@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 
 import pytest
@@ -305,3 +306,29 @@ def test_head_of_line_names_the_worker_or_the_batches_it_measured():
     assert "head-of-line" in by_batch, obs.skipped
     assert "the 3 slowest batches took" in by_batch["head-of-line"].message
     assert obs.measured["hol_batches_again_ratio"] > 3  # 74 ms against 16 ms, made again here
+
+
+@pytest.mark.parametrize(("rounds", "gain"), [([[100.0, 90.0], [100.0, 160.0]], 0.02 / (1 / 90 + 1 / 160)),  # 1.15x
+                                              ([[100.0, 100.0], [100.0, 125.0]], 0.02 / (1 / 100 + 1 / 125))])  # 1.11x
+def test_head_of_line_judges_the_rounds_together_with_turns_that_hold_slow_batches(rounds, gain, monkeypatch):
+    """A round of a few batches gains little or much by where its slow batches fall: the rounds' total times decide
+    (a 0.90x round beside a 1.60x one is 1.15x together), and each turn holds SLOW_PER_TURN slow batches."""
+    from helpers.doctor import lesson09_hol
+
+    asked = []
+
+    def rates(loaders, deadline, batches_per_turn, **kwargs):
+        asked.append(batches_per_turn)
+        return rounds
+
+    monkeypatch.setattr(lesson09_hol, "alternating_rates", rates)
+    obs = observe(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8, num_workers=2), budget_s=12.0)
+    found = judge(obs).get("head-of-line")
+    made = [e.end - s for e in obs.flight.events if e.kind == "collate"
+            for s in [min(f.start for f in obs.flight.events if f.kind == "fetch" and f.batch == e.batch)]]
+    share = sum(m >= 1.5 * statistics.quantiles(made, n=4)[0] for m in made) / len(made)  # the 5 with a slow item
+    assert asked == [math.ceil(4 / share)] and asked[0] > max(8, math.ceil(0.5 / 0.02)), (asked, share)
+    if gain >= 1.15:
+        assert found is not None and found.evidence["gain"] == pytest.approx(gain, abs=1e-3), obs.skipped
+    else:
+        assert found is None and f"gave {gain:.2f}x the samples/s over 2 interleaved rounds" in obs.skipped["head-of-line"]

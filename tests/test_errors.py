@@ -54,3 +54,16 @@ def test_wrapped_keeps_short_lines_blank_lines_and_long_words():
     path = "/a/" + "x" * 120
     assert wrapped(f"see {path} now") == f"see\n{path}\nnow"  # a token longer than the width stays whole
     assert wrapped("") == ""
+    assert wrapped("kept as is \t\n") == "kept as is \t\n"  # short lines, their spaces and the last newline unchanged
+    assert wrapped("    " + "word " * 30, 40, hanging=2).splitlines()[1].startswith("      word")  # own indent + 2
+
+
+@pytest.mark.parametrize(("args", "error", "match"), [(("text", 0), ValueError, "width must be an int of at least 1, got 0"),
+                                                      (("text", 100, -1), ValueError, "hanging must be an int of at least 0"),
+                                                      (("text", "100"), ValueError, "width must be an int"),
+                                                      ((None,), TypeError, "text must be a str, got NoneType")])
+def test_wrapped_names_a_bad_argument(args, error, match):
+    from helpers.errors import wrapped
+
+    with pytest.raises(error, match=match):
+        wrapped(*args)

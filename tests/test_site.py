@@ -22,6 +22,7 @@ from conftest import ROOT, ExecutedNotebooks, suite_run
 from test_browser import CHROMIUM, CHROMIUM_ARGS
 
 from helpers.course import LESSONS, REQUIRE_BROWSER_VAR
+from helpers.errors import WIDTH
 from tools import build_site
 
 pytestmark = pytest.mark.timeout(1800)  # run alone, with nothing executed before, the build executes every notebook
@@ -260,6 +261,38 @@ def test_every_notebook_is_a_page_with_its_outputs_and_hardware(site):
                 assert words in text, f"{page.name}: displayed {words!r}, not on the page"
         widgets = sum(build_site.WIDGET_MIME in o.get("data", {}) for o in outputs)
         assert raw.count("course-widget-note") == widgets, f"{page.name}: {widgets} widgets, each needs its note"
+
+
+def _shown_as_text(output: nbformat.NotebookNode) -> str:
+    """What a code cell's output shows as plain text: what it printed (stdout), or a value shown only as text."""
+    if output.output_type == "stream":
+        return output.text if output.name == "stdout" else ""  # stderr: a library's warning, not ours to wrap
+    data = output.get("data", {})
+    return data.get("text/plain", "") if set(data) == {"text/plain"} else ""  # HTML, plots, widgets: not text
+
+
+def long_printed_lines(nb: nbformat.NotebookNode) -> list[str]:
+    """Lines a notebook showed as text longer than helpers.errors.WIDTH: JupyterLab breaks them anywhere, mid-word too
+    (its CSS: word-break: break-all); what the notebook's own code or the course's helpers print must fit."""
+    return [f"cell {index}: {line[:60]}... ({len(line)} characters)" for index, cell in enumerate(nb.cells)
+            if cell.cell_type == "code" for output in cell.outputs
+            for line in _shown_as_text(output).splitlines() if len(line) > WIDTH]
+
+
+def test_printed_lines_fit_a_notebook(site):
+    long = {source.name: found for source in build_site.sources()
+            if (found := long_printed_lines(nbformat.read(build_site.executed_path(source), as_version=4)))}
+    assert long == {}, long
+
+
+def test_long_printed_lines_are_found():
+    cell = nbformat.v4.new_code_cell("print(...)", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="short\n" + "w " * 50 + "\n" + "x" * 101 + "\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="y" * 300),  # a library's warning: not ours to wrap
+        nbformat.v4.new_output("execute_result", data={"text/plain": "z" * 102}),  # a check's verdict, shown as text
+        nbformat.v4.new_output("display_data", data={"text/plain": "v" * 300, "text/html": "<b>table</b>"})])
+    assert long_printed_lines(nbformat.v4.new_notebook(cells=[cell])) == [f"cell 0: {'x' * 60}... (101 characters)",
+                                                                          f"cell 0: {'z' * 60}... (102 characters)"]
 
 
 def test_home_page_maps_the_course_and_links_docs(site):

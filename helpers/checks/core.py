@@ -15,6 +15,7 @@ import numpy as np
 
 from helpers.course import CHECKS_MUST_PASS_VAR
 from helpers.env import cuda_required
+from helpers.errors import wrapped
 
 Status = Literal["passed", "failed", "not implemented yet", "skipped"]
 EXERCISE_ID = re.compile(r"^\d\d\.\d+$")
@@ -22,7 +23,7 @@ EXERCISE_ID = re.compile(r"^\d\d\.\d+$")
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One self-check's verdict; shown as a single line "Exercise NN.K <status>: <detail>"."""
+    """One self-check's verdict; shown as "Exercise NN.K <status>: <detail>", wrapped between words at 100 characters."""
 
     exercise: str
     status: Status
@@ -34,7 +35,7 @@ class CheckResult:
         return self.status == "passed"
 
     def __str__(self) -> str:
-        return f"Exercise {self.exercise} {self.status}: {self.detail}"
+        return wrapped(f"Exercise {self.exercise} {self.status}: {self.detail}", hanging=2)
 
     __repr__ = __str__
 

@@ -153,7 +153,7 @@ class Run:
         memory = (f", worker USS {np.median(self.worker_uss_mib):.0f} MiB (+{np.median(self.worker_uss_growth_mib):.0f} "
                   "over the run)" if self.worker_uss_mib else "")
         return (f"balanced accuracy {self.balanced_accuracy:.3f}, minority recall {self.minority_recall:.3f}; "
-                f"evaluation read {self.eval_samples} samples, {self.eval_distinct} distinct; "
+                f"evaluation read {self.eval_samples} samples, {self.eval_distinct} distinct\n"
                 f"{self.samples_per_s:,.0f} samples/s, waiting {self.data_wait_share:.0%}{memory}")
 
 

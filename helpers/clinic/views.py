@@ -15,6 +15,7 @@ import torch
 from helpers._validate import short
 from helpers.clinic.runs import Run, Speed, train
 from helpers.clinic.script import FAULTS, ONE_PROCESS
+from helpers.errors import WIDTH, wrapped
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,12 @@ def ladder_table(rungs: Sequence[Rung]) -> str:
     if not rungs or not all(isinstance(r, Rung) for r in rungs):
         raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
     width = max(len(r.label) for r in rungs)
-    lines = [f"{'after':<{width}}  {'samples/s':>9}  {'waiting':>7}  {'bal. acc':>8}  {'min. rec':>8}  evidence"]
+    lines = [f"{'after':<{width}}  {'samples/s':>9} {'wait':>4} {'bal.acc':>7} {'min.rec':>7}  evidence"]
     for r in rungs:
         speed, run = r.speed, r.run
-        lines.append(f"{r.label:<{width}}  {_cell(speed and speed.samples_per_s, ',.0f'):>9}  {_cell(speed and speed.data_wait_share, '.0%'):>7}  "
-                     f"{_cell(run and run.balanced_accuracy, '.3f'):>8}  {_cell(run and run.minority_recall, '.3f'):>8}  {r.evidence}")
+        row = (f"{r.label:<{width}}  {_cell(speed and speed.samples_per_s, ',.0f'):>9} {_cell(speed and speed.data_wait_share, '.0%'):>4} "
+               f"{_cell(run and run.balanced_accuracy, '.3f'):>7} {_cell(run and run.minority_recall, '.3f'):>7}  ")
+        lines.append(row + wrapped(r.evidence, max(WIDTH - len(row), 20)).replace("\n", "\n" + " " * len(row)))
     return "\n".join(lines)
 
 

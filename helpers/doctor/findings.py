@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from helpers._validate import short
+from helpers.errors import wrapped
 
 SEVERITIES = ("error", "warning", "info")
 LIST_SHOWN = 8  # a measured list longer than this prints as its length, minimum and maximum
@@ -82,14 +83,15 @@ class Diagnosis:
 
     def __str__(self) -> str:
         lines = [f"Loader doctor: {self._headline()}"]
-        for f in self.findings:
-            lines += [f"[{f.severity}] {f.code}: {f.message}", f"    fix: {f.fix}"] + ([f"    taught in: {f.lesson}"] if f.lesson else [])
+        for f in self.findings:  # a message's own line breaks (an error's text) continue under it, indented
+            lines += [f"[{f.severity}] {f.code}: " + f.message.replace("\n", "\n    "), "    fix: " + f.fix.replace("\n", "\n        ")]
+            lines += [f"    taught in: {f.lesson}"] if f.lesson else []
         if not self.findings:
             lines.append("no findings: nothing measured here needs a change")
         lines.append("measured: " + ", ".join(f"{k}={fmt(v)}" for k, v in self.measurements.items()))
         lines += [f"not measured: {k} ({why})" for k, why in self.not_measured.items()]
         lines += [f"warning raised while reading (not a finding): {w}" for w in self.caught_warnings]
-        return "\n".join(lines)
+        return wrapped("\n".join(lines), hanging=4)  # 100 characters a line
 
     def _repr_html_(self) -> str:
         rows = "".join(

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import torch
 
+from helpers.doctor.alternate import alternating_rates
 from helpers.doctor.findings import Finding, fmt_bytes
 from helpers.doctor.measure import processes_over_cores, ranks_on_node, shm_free_bytes
 from helpers.doctor.pickling import PICKLE_FIX, SENT, culprit, main_has_no_file, pickle_probe, start_method
-from helpers.doctor.reading import alternating_rates
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
 from helpers.rebuild import rebuild

@@ -7,10 +7,11 @@ import time
 import numpy as np
 from torch.utils.data import DataLoader
 
+from helpers.doctor.alternate import alternating_rates, new_samples
 from helpers.doctor.findings import Finding
 from helpers.doctor.lesson03 import BUSY_CORES
 from helpers.doctor.measure import ranks_on_node
-from helpers.doctor.reading import alternating_rates, new_samples, stop_workers
+from helpers.doctor.reading import stop_workers
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus, workers_per_rank
 from helpers.rebuild import rebuild

@@ -12,10 +12,10 @@ import statistics
 import time
 from typing import Any
 
+from helpers.doctor.alternate import alternating_rates
 from helpers.doctor.findings import Finding
 from helpers.doctor.lesson09_flight import _fetch_again, _made, _uneven
 from helpers.doctor.measure import processes_over_cores
-from helpers.doctor.reading import alternating_rates
 from helpers.doctor.registry import Observation, finding, rule
 from helpers.env import usable_cpus
 from helpers.flight import FlightRecorder, head_of_line_s, reading_s
@@ -27,10 +27,12 @@ SECTION = "9. Inside the workers: a flight recorder"
 
 HOL_SHARE = 0.1           # head-of-line seconds, and batches' time over the median batch's, over the reading, before measuring
 LASTING_RATIO = 1.5       # a lasting cause: one worker's batches over the others' in each half, or slow batches made again
-HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds (each above 1)
+HOL_GAIN = 1.15           # in_order=False's samples/s over the loader's, over 2-3 interleaved rounds together
 MIN_BATCHES = 3           # batches of each worker in each half of the recording before workers are compared
 AGAIN_BATCHES = 3         # the slowest batches, and as many typical ones, made again in this process
 TURN_S = 0.5              # each loader's timed turn in the in_order=False comparison, at the first pass's batch time
+SLOW_PER_TURN = 4         # ... and long enough to hold this many slow batches (LASTING_RATIO x the lower quartile)
+                          # at the recording's share of them: a turn's gain depends on where its few slow batches fall
 
 
 def _drawn(loader: Any, batches: int) -> list[list[Any]]:
@@ -153,7 +155,7 @@ def _holds(obs: Observation) -> bool:
                                          "before measuring"),
                   "LASTING_RATIO": (LASTING_RATIO, "one worker's batches over the others' in each half of the recording, or "
                                                    "the slowest batches made again over typical ones"),
-                  "HOL_GAIN": (HOL_GAIN, "in_order=False's samples/s over the loader's, median of 2-3 interleaved rounds")})
+                  "HOL_GAIN": (HOL_GAIN, "in_order=False's samples/s over the loader's, over 2-3 interleaved rounds together")})
 def head_of_line(obs: Observation) -> Finding | None:
     """The loop waited on a batch while a later one, from another worker, was ready, for a lasting cause (_cause):
     in_order=False measured against the loader as given, reading alone, in interleaved rounds."""
@@ -167,7 +169,10 @@ def head_of_line(obs: Observation) -> Finding | None:
         return None
     workers = obs.loader.num_workers
     batch_s = max(obs.steady_batch_s, 1e-4)
-    per_turn = min(200, max(4 * workers, math.ceil(TURN_S / batch_s)))
+    made = [seconds for _, _, seconds in _made(recorder).values()]
+    typical = statistics.quantiles(made, n=4)[0]  # the lower quartile: half the batches may be slow (a slow worker's)
+    slow = sum(m >= LASTING_RATIO * typical for m in made) / len(made)
+    per_turn = min(200, max(4 * workers, math.ceil(TURN_S / batch_s), math.ceil(SLOW_PER_TURN / slow) if slow else 0))
     queued = workers * (obs.loader.prefetch_factor or 2)
     need = 2 * 2 * (per_turn + queued) * batch_s + 2 * obs.first_batch_s  # 2 rounds of 2 turns, then a third if time allows
     had = obs.slot_left()
@@ -185,19 +190,23 @@ def head_of_line(obs: Observation) -> Finding | None:
                                        f"comparison with in_order=False ran {len(ratios)} round(s) of the 2 it needs; "
                                        + obs.too_short(need, had))
         return None
-    gain = statistics.median(ratios)
+    # both loaders' turns read per_turn batches from one list, turn by turn the same stretch of it (in_order=False hands
+    # them over in another order): with batches of one size, the rounds together are the ratio of their total times
+    gain = sum(1 / given for given, _ in rounds) / sum(1 / unordered for _, unordered in rounds)
     obs.measured["in_order_false_gain"] = [round(r, 2) for r in ratios]
-    if gain < HOL_GAIN or min(ratios) <= 1.0:
+    per_round = ", ".join(f"{r:.2f}x" for r in ratios)
+    if gain < HOL_GAIN:
         obs.skipped["head-of-line"] = (f"the loop waited {held:.2f} s of {end - start:.2f} s on a batch while a later one "
-                                       f"was ready, but in_order=False gave {', '.join(f'{r:.2f}x' for r in ratios)} the "
-                                       f"samples/s in {len(ratios)} interleaved rounds (a finding needs a median of "
-                                       f"{HOL_GAIN}x, every round above 1x)")
+                                       f"was ready, but in_order=False gave {gain:.2f}x the samples/s over {len(ratios)} "
+                                       f"interleaved rounds of {per_turn} batches a turn ({per_round}); a finding needs "
+                                       f"{HOL_GAIN}x")
         return None
     return finding(
         "head-of-line", "warning",
         f"the loop waited {held:.2f} s of {end - start:.2f} s ({held / (end - start):.0%}) on a batch while another worker's later "
         f"batch was ready (the recording's upper bound, the queue's transit included); reading with in_order=False gave "
-        f"{gain:.2f}x the samples/s (median of {len(ratios)} interleaved rounds, reading alone, without your step); "
+        f"{gain:.2f}x the samples/s ({len(ratios)} interleaved rounds of {per_turn} batches a turn together: {per_round}; "
+        "reading alone, without your step); "
         f"the cause: {cause[0]}",
         "DataLoader(..., in_order=False) hands over batches as they are ready, and gives the next batch to the next worker "
         "with fewer than prefetch_factor batches outstanding, skipping one still busy with a slow batch; the order may then "
