@@ -197,6 +197,6 @@ class Headroom:
     def __str__(self) -> str:
         rounds = ", ".join(f"{s:.2f}x at ceiling {c:.2f}x" for s, c in zip(self.speedups, self.ceilings))
         text = f"per round: {rounds}\nrounds with room (ceiling >= {self.gate}x): {len(self.rooms)} of {len(self.ceilings)}"
-        text += f"; share of the headroom used: {self.share:.0%} (median of those rounds)" if self.rooms else ""
+        text += f"\nshare of the headroom used: {self.share:.0%} (median of those rounds)" if self.rooms else ""
         return wrapped(text, hanging=2)  # JupyterLab breaks a long line anywhere
 

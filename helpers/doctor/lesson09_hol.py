@@ -184,7 +184,8 @@ def head_of_line(obs: Observation) -> Finding | None:
     pair = [rebuild(obs.loader, persistent_workers=True, timeout=timeout, **same),
             rebuild(obs.loader, persistent_workers=True, timeout=timeout, in_order=False, **same)]
     rounds = alternating_rates(pair, time.perf_counter() + obs.slot_left(), batches_per_turn=per_turn)
-    ratios = [unordered / given for given, unordered in rounds if given > 0]
+    rounds = [(given, unordered) for given, unordered in rounds if given > 0 and unordered > 0]
+    ratios = [unordered / given for given, unordered in rounds]
     if len(ratios) < 2:
         obs.skipped["head-of-line"] = (f"the loop waited {held:.2f} s on a batch while a later one was ready, but the "
                                        f"comparison with in_order=False ran {len(ratios)} round(s) of the 2 it needs; "
