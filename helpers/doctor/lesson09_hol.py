@@ -112,9 +112,9 @@ def _made_again(obs: Observation, recorder: FlightRecorder, made: dict[int, tupl
     return ratio
 
 
-def _cause(obs: Observation, recorder: FlightRecorder, held: float) -> tuple[str, str] | None:
+def _cause(obs: Observation, recorder: FlightRecorder, held: float,
+           made: dict[int, tuple[Any, float, float]]) -> tuple[str, str] | None:
     """What makes the batches uneven, measured to last: (what was measured, the fix), or None with the reason noted."""
-    made = _made(recorder)
     worker = _by_worker(made)
     if isinstance(worker, tuple):
         return (f"worker {worker[0]}'s batches took {worker[1]:.1f}x as long to make as the other workers' (medians), and "
@@ -164,12 +164,13 @@ def head_of_line(obs: Observation) -> Finding | None:
     recorder = obs.flight
     start, end = reading_s(recorder)
     held = head_of_line_s(recorder)
-    cause = _cause(obs, recorder, held)
+    made_by_batch = _made(recorder)
+    cause = _cause(obs, recorder, held, made_by_batch)
     if cause is None:
         return None
     workers = obs.loader.num_workers
     batch_s = max(obs.steady_batch_s, 1e-4)
-    made = [seconds for _, _, seconds in _made(recorder).values()]
+    made = [seconds for _, _, seconds in made_by_batch.values()]
     typical = statistics.quantiles(made, n=4)[0]  # the lower quartile: half the batches may be slow (a slow worker's)
     slow = sum(m >= LASTING_RATIO * typical for m in made) / len(made)
     per_turn = min(200, max(4 * workers, math.ceil(TURN_S / batch_s), math.ceil(SLOW_PER_TURN / slow) if slow else 0))
