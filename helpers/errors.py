@@ -28,9 +28,13 @@ def _type_names(expected: type[BaseException] | tuple[type[BaseException], ...])
 WIDTH = 100  # the course's width for printed lines: JupyterLab breaks a line where its output pane ends, mid-word too
 
 
+_FRAME = re.compile(r'^(\s*File ".*"), (line \d+, in .*)$')  # a frame of a Python traceback
+
+
 def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
     """`text` with each line over `width` characters broken between words, never inside one, its continuation indented
-    as the line is plus `hanging` spaces (JupyterLab's output CSS has word-break: break-all: it breaks mid-word)."""
+    as the line is plus `hanging` spaces, a traceback's frame after its file name (JupyterLab's output CSS has
+    word-break: break-all: it breaks mid-word)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     for name, value, least in (("width", width, 1), ("hanging", hanging, 0)):
@@ -41,6 +45,9 @@ def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
         if len(line) <= width:  # short lines stay exactly as they are
             return line
         indent = " " * (len(line) - len(line.lstrip(" ")) + hanging)
+        frame = _FRAME.match(line)  # a traceback's frame: break after its file name, not inside "line 83"
+        if frame:
+            return f"{frame[1]},\n{indent}{frame[2]}"
         return textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or line
     return "\n".join(fill(line) for line in text.split("\n"))
 

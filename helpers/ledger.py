@@ -203,9 +203,12 @@ class Coverage:
         head = f"epoch {self.epoch}: {self.delivered} delivered for {self.expected} samples"
         if self.exactly_once:
             return head + ", each exactly once"
-        return wrapped(f"{head}: {len(self.missing)} never delivered {self.missing[:5]}, {len(self.repeated)} more than "
-                       f"once {dict(list(self.repeated.items())[:5])}, {len(self.unexpected)} not expected "
-                       f"{self.unexpected[:5]}", hanging=2)
+        # one line each (up to 5 samples shown): one wrapped line broke inside "0 not" / "expected []"
+        return "\n".join([f"{head}:", *(wrapped(f"  {len(found)} {what}" + (f" {shown}" if found else ""), hanging=2)
+                                        for found, what, shown in (
+                                            (self.missing, "never delivered", self.missing[:5]),
+                                            (self.repeated, "more than once", dict(list(self.repeated.items())[:5])),
+                                            (self.unexpected, "not expected", self.unexpected[:5])))])
 
 
 class Ledger:

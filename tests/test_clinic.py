@@ -263,6 +263,12 @@ def test_ladder_table_and_plot():
     row = next(i for i, line in enumerate(lines) if line.startswith("+ class"))
     assert max(map(len, lines)) <= 100 and len(lines) - row == 3 and all(not line[:column].strip() for line in lines[row + 1:])
     assert " ".join(word for line in lines[row:] for word in line[column:].split()) == long.evidence
+    # a label longer than the column (the course's are at most 34 characters): on its own line, the numbers below it
+    own = clinic.Rung("+ " + "a-fault-name-of-a-learner's-own-" * 2, rungs()[0].speed, rungs()[0].run, long.evidence)
+    lines = clinic.ladder_table([*rungs(), own]).splitlines()
+    at = lines.index(own.label)
+    assert max(map(len, lines)) <= 100 and lines[at + 1].split()[:2] == ["1,000", "80%"], lines
+    assert not lines[at + 1][:40].strip() and lines[0].index("samples/s") == 42  # the column: 40 characters, then 2 spaces
     fig = clinic.plot_ladder(rungs(), title="t")
     assert len(fig.axes) == 3 and fig.axes[0].patches[0].get_height() == 1000.0
     import matplotlib.pyplot as plt
@@ -280,6 +286,28 @@ def test_fault_widget_has_a_slider_per_fault_and_reuses_given_runs(monkeypatch):
     assert (pin == "pin-on-the-fly") == torch.accelerator.is_available() and pin.startswith("pin-on-the-fly")
     import matplotlib.pyplot as plt
 
+    plt.close("all")
+
+
+def test_fault_widget_shows_worker_memory_and_keeps_its_title_short(monkeypatch, capsys):
+    """A newcomer's browser run: the widget's 190-character title shrank the figure to 6-pixel text, and its prose
+    suggested planting list-backed, whose cost (each worker's memory) no panel showed."""
+    import dataclasses
+
+    import matplotlib.pyplot as plt
+
+    given = rungs()[0].run  # no workers: no worker memory
+    fixed = dataclasses.replace(given, fixed=clinic.ALL_FIXED, worker_uss_mib=(30.0, 50.0, 90.0))  # median 50, by hand
+    monkeypatch.setattr(clinic_views, "train", lambda fixed: pytest.fail("no live run expected"))
+    plt.close("all")
+    clinic.fault_widget(given, fixed, {"uneven-shards": "timed out", "no-set-epoch": "b", "none": "c"})
+    fig = plt.gcf()
+    memory = fig.axes[4]
+    assert len(fig.axes) == 5 and [bar.get_height() for bar in memory.patches] == [0.0, 50.0, 0.0]
+    assert memory.get_title() == "worker memory, USS MiB\nyour choice: no workers"
+    assert len(fig._suptitle.get_text()) <= 100
+    out = capsys.readouterr().out
+    assert "2 ranks (measured earlier in this lesson, not rerun here): timed out" in out and max(map(len, out.splitlines())) <= 100
     plt.close("all")
 
 

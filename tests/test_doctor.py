@@ -1325,6 +1325,27 @@ def test_a_quiet_sweep_under_the_gain_says_what_it_measured_and_input_bound_quot
                    "rule asks before advising more workers"), why
     found = lesson03.input_bound(obs)
     assert found is not None and found.fix.startswith("more workers measured 1.25x here, under the 1.3x the sweep asks"), found.fix
+    assert found.fix.startswith("more workers measured 1.25x here, under the 1.3x the sweep asks: make each item"), found.fix
+
+
+def test_input_bound_does_not_quote_a_busy_sweep_as_the_answer(monkeypatch):
+    """A newcomer's run beside a busy program: workers-too-few said the sweep may have been limited by other programs
+    while input-bound's fix said "more workers measured 0.80x here" as if settled. The same paired rounds (median 1.25x,
+    by hand) with 1.5 cores of other programs: input-bound says the sweep was busy and to sweep again."""
+    monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda loaders, deadline, per_turn, **kwargs:
+                        [[100.0, 100.0, 120.0], [100.0, 100.0, 125.0], [100.0, 100.0, 130.0]])
+    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
+    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None, deadline=time.perf_counter() + 60.0)
+    obs.first_batch_s, obs.batch_times_s = 0.01, [0.002, 0.002]
+    obs.wait_s, obs.step_s = [0.2, 0.01, 0.01, 0.01], [0.004] * 4
+    obs.measured["other_programs_cores"] = 1.5
+    assert lesson03_workers.workers_too_few(obs) is None
+    assert "the sweep may have been limited by them" in obs.skipped["workers-too-few"]
+    found = lesson03.input_bound(obs)
+    assert found is not None and found.fix.startswith(
+        "more workers measured 1.25x here, under the 1.3x the sweep asks; other programs were busy during the sweep"), found.fix
+    assert "sweep again on a quiet machine, or make each item cheaper" in found.fix, found.fix
 
 
 class ListRows(Dataset):

@@ -58,6 +58,20 @@ def test_wrapped_keeps_short_lines_blank_lines_and_long_words():
     assert wrapped("    " + "word " * 30, 40, hanging=2).splitlines()[1].startswith("      word")  # own indent + 2
 
 
+def test_a_traceback_frame_breaks_after_its_file_name_not_inside_line_n():
+    """A newcomer saw a rank's traceback in lesson 07 break as '..., line' / '83, in wrapper' (the words wrapped at 100)."""
+    from helpers.errors import wrapped
+
+    path = "/home/learner/feed-the-gpus/.venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py"
+    frame = f'  File "{path}", line 83, in wrapper'  # 130 characters, by hand
+    text = f"Traceback (most recent call last):\n{frame}\n    return func(*args, **kwargs)"
+    assert wrapped(text) == (f'Traceback (most recent call last):\n  File "{path}",\n  line 83, in wrapper\n'
+                             "    return func(*args, **kwargs)")
+    assert wrapped(frame, hanging=2) == f'  File "{path}",\n    line 83, in wrapper'
+    short = '  File "/a.py", line 3, in f'
+    assert wrapped(short) == short  # under the width: unchanged
+
+
 @pytest.mark.parametrize(("args", "error", "match"), [(("text", 0), ValueError, "width must be an int of at least 1, got 0"),
                                                       (("text", 100, -1), ValueError, "hanging must be an int of at least 0"),
                                                       (("text", "100"), ValueError, "width must be an int"),

@@ -28,6 +28,9 @@ class Rung:
     evidence: str = ""
 
 
+LABEL_WIDTH = 40  # the table's label column at most: the numbers take 34 more, the evidence the rest of WIDTH
+
+
 def _cell(value: float | None, form: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, form)
 
@@ -36,11 +39,13 @@ def ladder_table(rungs: Sequence[Rung]) -> str:
     """The before/after table as aligned text: samples/s, data-wait share, balanced accuracy, minority recall, evidence (lesson 07)."""
     if not rungs or not all(isinstance(r, Rung) for r in rungs):
         raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
-    width = max(len(r.label) for r in rungs)
+    width = min(max(len(r.label) for r in rungs), LABEL_WIDTH)
     lines = [f"{'after':<{width}}  {'samples/s':>9} {'wait':>4} {'bal.acc':>7} {'min.rec':>7}  evidence"]
     for r in rungs:
         speed, run = r.speed, r.run
-        row = (f"{r.label:<{width}}  {_cell(speed and speed.samples_per_s, ',.0f'):>9} {_cell(speed and speed.data_wait_share, '.0%'):>4} "
+        if len(r.label) > width:  # a label too long for its column gets a line of its own, its numbers below it
+            lines.append(wrapped(r.label, WIDTH, hanging=2))
+        row = (f"{r.label if len(r.label) <= width else '':<{width}}  {_cell(speed and speed.samples_per_s, ',.0f'):>9} {_cell(speed and speed.data_wait_share, '.0%'):>4} "
                f"{_cell(run and run.balanced_accuracy, '.3f'):>7} {_cell(run and run.minority_recall, '.3f'):>7}  ")
         lines.append(row + wrapped(r.evidence, max(WIDTH - len(row), 20)).replace("\n", "\n" + " " * len(row)))
     return "\n".join(lines)
@@ -111,22 +116,30 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
         ranks = ("uneven-shards" if "uneven-shards" not in chosen else "no-set-epoch" if "no-set-epoch" not in chosen else "none")
         with output:
             output.clear_output(wait=True)
-            fig, axes = plt.subplots(1, 4, figsize=(12, 3.2))
-            names = ["as given", "all fixed", "your choice"]
-            for ax, (key, form, label) in zip(axes, (("samples_per_s", ",.0f", "samples/s (one run)"),
-                                                     ("data_wait_share", ".0%", "waiting for data"),
-                                                     ("balanced_accuracy", ".2f", "balanced accuracy"),
-                                                     ("minority_recall", ".2f", "minority recall"))):
-                values = [getattr(r, key) for r in (planted, fixed, run)]
-                ax.bar(names, values, color=["tab:red", "tab:green", "tab:blue"])
-                ax.set_title(f"{label}: {format(values[2], form)}")
-                ax.tick_params(axis="x", labelsize=7)
-                if key != "samples_per_s":
-                    ax.set_ylim(0, 1)
             planted_now = [name for name in ONE_PROCESS if name not in chosen]
-            fig.suptitle(f"one process (bars 1-2: this lesson's runs; bar 3: run live when first chosen): planted "
-                         f"{', '.join(planted_now) or 'nothing'}; evaluation read {run.eval_samples} samples for {run.eval_distinct} distinct\n"
-                         f"2 ranks (measured earlier in this lesson, not rerun here): {rank_outcomes[ranks]}", fontsize=9)
+            print(wrapped(f"one process, planted: {', '.join(planted_now) or 'nothing'}; evaluation read {run.eval_samples} "
+                          f"samples for {run.eval_distinct} distinct", hanging=4))
+            print(wrapped(f"2 ranks (measured earlier in this lesson, not rerun here): {rank_outcomes[ranks]}", hanging=4))
+            fig, axes = plt.subplots(1, 5, figsize=(12, 3.2), layout="constrained")
+            names = ["as given", "all fixed", "your choice"]
+            runs = (planted, fixed, run)
+            panels = [(np.array([getattr(r, key) for r in runs], dtype=float), form, label)
+                      for key, form, label in (("samples_per_s", ",.0f", "samples/s (one run)"),
+                                               ("data_wait_share", ".0%", "waiting for data"),
+                                               ("balanced_accuracy", ".2f", "balanced accuracy"),
+                                               ("minority_recall", ".2f", "minority recall"))]
+            # each worker's own memory at the run's end (median): what list-backed costs; 0 without workers
+            panels.append((np.array([float(np.median(r.worker_uss_mib)) if r.worker_uss_mib else 0.0 for r in runs]),
+                           ".0f", "worker memory, USS MiB"))
+            for ax, (values, form, label) in zip(axes, panels):
+                ax.bar(names, values, color=["tab:red", "tab:green", "tab:blue"])
+                shown = "no workers" if label.startswith("worker") and not run.worker_uss_mib else format(values[2], form)
+                ax.set_title(f"{label}\nyour choice: {shown}", fontsize=9)
+                ax.tick_params(axis="x", labelsize=8, rotation=20)
+                if form in (".0%", ".2f"):
+                    ax.set_ylim(0, 1)
+            fig.suptitle("as given and all fixed: this lesson's runs; your choice: run live the first time it is chosen",
+                         fontsize=10)
             plt.show()
 
     for slider in sliders.values():

@@ -297,14 +297,15 @@ def input_bound(obs: Observation) -> Finding | None:
         advice = f"set num_workers={best} (the sweep measured {gain:.2f}x the samples/s); then cheaper transforms or batched fetching (__getitems__)"
     elif best is not None:
         needed = obs.measured.get("sweep_needed")
-        advice = (f"more workers measured {gain:.2f}x here, under the {needed}x the sweep asks: make each item cheaper "
-                  "(decode, transforms) or fetch in batches (__getitems__)" if gain is not None and needed else
-                  "more workers measured no faster here (the sweep): make each item cheaper (decode, transforms) or fetch in "
-                  "batches (__getitems__)")
+        measured = (f"more workers measured {gain:.2f}x here, under the {needed}x the sweep asks" if gain is not None and needed
+                    else "more workers measured no faster here (the sweep)")
+        then = ("; other programs were busy during the sweep (workers-too-few says how much): sweep again on a quiet "
+                "machine, or" if obs.measured.get("sweep_busy") else ":")
+        advice = f"{measured}{then} make each item cheaper (decode, transforms) or fetch in batches (__getitems__)"
     else:
         advice = "make batches faster: cheaper transforms, batched fetching (__getitems__), or more workers if cores are free (a sweep: lesson 03)"
     room = obs.measured.get("headspace")
-    headspace_text = f"; with loading free the loop would run {room:.2f}x faster" if isinstance(room, float) else ""
+    headspace_text = f"; replaying its batches from memory (headspace), the loop ran {room:.2f}x faster" if isinstance(room, float) else ""
     return finding(
         "input-bound", "warning",
         f"over {len(obs.wait_s) - 1} steps, {share:.0%} of the time was spent waiting for data (median wait "

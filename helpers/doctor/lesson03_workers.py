@@ -95,6 +95,7 @@ def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Fin
     obs.measured.update(sweep_samples_per_s={workers: round(given, 1), cap: round(rate, 1)}, sweep_gain=gain,
                         sweep_best=cap if gain >= SWEEP_GAIN else workers, sweep_others_cores=round(during, 2))
     quiet = before is not None and max(before, during) < BUSY_CORES
+    obs.measured["sweep_busy"] = not quiet
     if gain < SWEEP_GAIN or not quiet:
         load = (f"other programs used {max(before, during):.1f} core(s) meanwhile" if before is not None else
                 "the first pass did not measure other programs' load")
@@ -126,7 +127,7 @@ def _unit(obs: Observation) -> str:
 def _loop_text(obs: Observation) -> str:
     room = loop_headroom(obs)
     return "" if room is None else (f"; your loop waited {room[0]:.0%} of its time for data: with loading free it would run at "
-                                    f"most {room[1]:.2f}x faster")
+                                    f"most {room[1]:.2f}x faster (by its steps as timed in that pass)")
 
 
 @rule("workers-too-few", severities=("warning",), phase="measure", budget=3.0, planted="too_few",
@@ -149,7 +150,7 @@ def workers_too_few(obs: Observation) -> Finding | None:
     if room is not None and room[1] < SWEEP_GAIN:
         obs.skipped["workers-too-few"] = (
             f"no sweep: your loop waited {room[0]:.0%} of its time for data (first pass, {len(obs.wait_s) - 1} steps): with "
-            f"loading free it would run at most {room[1]:.2f}x faster, under {SWEEP_GAIN}x, so more workers cannot speed it up "
+            f"loading free it would run at most {room[1]:.2f}x faster, under {SWEEP_GAIN}x (by its steps as timed in that pass), so more workers cannot speed it up "
             "that much; make the step faster instead")
         return None
     used, cores = obs.measured.get("loader_cores"), usable_cpus()
@@ -222,6 +223,7 @@ def workers_too_few(obs: Observation) -> Finding | None:
                 f"paired rounds) but {lowest[best]:.2f}x in its {'second ' if rounds >= 4 else ''}lowest round, under "
                 f"{SWEEP_GAIN}x: the rounds did not agree")
         elif others >= BUSY_CORES:  # the workers shared the cores with other programs: say so rather than stay silent
+            obs.measured["sweep_busy"] = True  # input-bound's advice must not read the gain as a measurement of the fix
             obs.skipped["workers-too-few"] = (
                 f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
                 f"paired rounds), under {SWEEP_GAIN}x, but other programs used {others:.1f} core(s) of this machine "
