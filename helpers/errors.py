@@ -45,10 +45,15 @@ def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
         if len(line) <= width:  # short lines stay exactly as they are
             return line
         indent = " " * (len(line) - len(line.lstrip(" ")) + hanging)
+        def words(part: str) -> str:
+            if len(part) <= width or " " not in part.strip(" "):  # fits, or one word: kept as is, its indent too
+                return part
+            return textwrap.fill(part, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or part
         frame = _FRAME.match(line)  # a traceback's frame: break after its file name, not inside "line 83"
-        if frame:
-            return f"{frame[1]},\n{indent}{frame[2]}"
-        return textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or line
+        if not frame:
+            return words(line)
+        head = words(frame[1].replace("File ", "File\xa0", 1) + ",").replace("File\xa0", "File ", 1)  # "File" stays with its name
+        return head + "\n" + words(indent + frame[2])
     return "\n".join(fill(line) for line in text.split("\n"))
 
 

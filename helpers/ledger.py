@@ -204,7 +204,8 @@ class Coverage:
         if self.exactly_once:
             return head + ", each exactly once"
         # one line each (up to 5 samples shown): one wrapped line broke inside "0 not" / "expected []"
-        return "\n".join([f"{head}:", *(wrapped(f"  {len(found)} {what}" + (f" {shown}" if found else ""), hanging=2)
+        return "\n".join([f"{head}:", *(wrapped(f"  {len(found)} {what}" + (f" {shown}" if found else "")
+                                                + (" (the first 5)" if len(found) > 5 else ""), hanging=2)
                                         for found, what, shown in (
                                             (self.missing, "never delivered", self.missing[:5]),
                                             (self.repeated, "more than once", dict(list(self.repeated.items())[:5])),

@@ -195,7 +195,7 @@ class Headroom:
         return statistics.median(self.ceilings)
 
     def __str__(self) -> str:
-        rounds = ", ".join((f"{s:.2f}x at ceiling {c:.2f}x" + (" (above it)" if s > c else "")).replace(" ", "\xa0")
+        rounds = ", ".join((f"{s:.2f}x at ceiling {c:.2f}x" + (" (above it)" if round(s, 2) > round(c, 2) else "")).replace(" ", "\xa0")
                            for s, c in zip(self.speedups, self.ceilings))  # no-break spaces: a round stays on one line
         text = f"per round: {rounds}\nrounds with room (ceiling >= {self.gate}x): {len(self.rooms)} of {len(self.ceilings)}"
         text += f"\nshare of the headroom used: {self.share:.0%} (median of those rounds)" if self.rooms else ""

@@ -269,6 +269,8 @@ def test_ladder_table_and_plot():
     at = lines.index(own.label)
     assert max(map(len, lines)) <= 100 and lines[at + 1].split()[:2] == ["1,000", "80%"], lines
     assert not lines[at + 1][:40].strip() and lines[0].index("samples/s") == 42  # the column: 40 characters, then 2 spaces
+    short = clinic.ladder_table([clinic.Rung("x", rungs()[0].speed, rungs()[0].run)]).splitlines()
+    assert short[0].index("samples/s") + 9 == short[1].index("1,000") + 5  # labels under 5 characters: still aligned
     fig = clinic.plot_ladder(rungs(), title="t")
     assert len(fig.axes) == 3 and fig.axes[0].patches[0].get_height() == 1000.0
     import matplotlib.pyplot as plt
@@ -305,9 +307,10 @@ def test_fault_widget_shows_worker_memory_and_keeps_its_title_short(monkeypatch,
     memory = fig.axes[4]
     assert len(fig.axes) == 5 and [bar.get_height() for bar in memory.patches] == [0.0, 50.0, 0.0]
     assert memory.get_title() == "worker memory, USS MiB\nyour choice: no workers"
+    assert [text.get_text() for text in memory.texts] == ["no workers", "no workers"]  # as given, your choice: empty bars
     assert len(fig._suptitle.get_text()) <= 100
     out = capsys.readouterr().out
-    assert "2 ranks (measured earlier in this lesson, not rerun here): timed out" in out and max(map(len, out.splitlines())) <= 100
+    assert "2 ranks (measured earlier in this lesson, not rerun here):\n    timed out" in out and max(map(len, out.splitlines())) <= 100
     plt.close("all")
 
 
@@ -333,6 +336,8 @@ def test_fault_widget_shows_worker_memory_and_keeps_its_title_short(monkeypatch,
     (lambda: clinic.train_in_turn([]), ValueError, "configs must hold at least one"),
     (lambda: clinic.median_speed([]), ValueError, "runs must hold at least one Speed"),
     (lambda: clinic.ladder_table([]), TypeError, "rungs must be a non-empty sequence of Rung"),
+    (lambda: clinic.Rung(None), TypeError, "label must be a str, got None"),
+    (lambda: clinic.Rung("a", evidence=5), TypeError, "evidence must be a str, got 5"),
     (lambda: clinic.plot_ladder(["x"]), TypeError, "rungs must be a non-empty sequence of Rung"),
     (lambda: clinic.ClinicDataset(np.zeros((3, 4)), np.zeros(3), list_backed="yes"), TypeError, "list_backed must be True or False"),
     (lambda: clinic.ClinicDataset(np.zeros(3), np.zeros(3), list_backed=False), ValueError, "raw must be a 2-D array"),

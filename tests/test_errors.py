@@ -63,13 +63,18 @@ def test_a_traceback_frame_breaks_after_its_file_name_not_inside_line_n():
     from helpers.errors import wrapped
 
     path = "/home/learner/feed-the-gpus/.venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py"
-    frame = f'  File "{path}", line 83, in wrapper'  # 130 characters, by hand
+    frame = f'  File "{path}", line 83, in wrapper'  # 125 characters, by hand
     text = f"Traceback (most recent call last):\n{frame}\n    return func(*args, **kwargs)"
     assert wrapped(text) == (f'Traceback (most recent call last):\n  File "{path}",\n  line 83, in wrapper\n'
                              "    return func(*args, **kwargs)")
     assert wrapped(frame, hanging=2) == f'  File "{path}",\n    line 83, in wrapper'
     short = '  File "/a.py", line 3, in f'
     assert wrapped(short) == short  # under the width: unchanged
+    # the contract probe: a path with spaces, or prose that looks like a frame, still wraps between words
+    spaced = '  File "/home/my documents/' + "long folder name " * 6 + 'x.py", line 9, in f'
+    assert max(map(len, wrapped(spaced).splitlines())) <= 100 and wrapped(spaced).endswith(",\n  line 9, in f")
+    prose = 'File "a", line 1, in ' + "w " * 50
+    assert max(map(len, wrapped(prose).splitlines())) <= 100 and wrapped(prose).split() == prose.split()
 
 
 @pytest.mark.parametrize(("args", "error", "match"), [(("text", 0), ValueError, "width must be an int of at least 1, got 0"),

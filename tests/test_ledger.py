@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, get_worker_info
 
-from helpers.ledger import MAIN, Ledger, default_sample_id
+from helpers.ledger import MAIN, Ledger, Record, default_sample_id
 
 
 class Squares(Dataset):
@@ -83,6 +83,8 @@ def test_two_ranks_in_one_process_show_distributed_samplers_padding_and_the_miss
     # a head line, then one line per kind (a newcomer saw one wrapped line break inside "0 not" / "expected []")
     assert str(coverage) == ("epoch 0: 6 delivered for 5 samples:\n  0 never delivered\n  1 more than once {0: 2}\n"
                              "  0 not expected")
+    seven = Ledger([Record(0, 0, 0, 0, i) for i in (0, 1, 2, 3, 4, 5, 6)])  # 7 unexpected samples: 5 shown, and said so
+    assert str(seven.coverage(0, 0)).splitlines()[-1] == "  7 not expected [0, 1, 2, 3, 4] (the first 5)"
 
     for calls_set_epoch in (False, True):
         ledger, sampler = Ledger(), DistributedSampler(Squares(64), num_replicas=2, rank=0, shuffle=True, seed=3)

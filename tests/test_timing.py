@@ -26,6 +26,7 @@ def test_share_is_the_median_over_rounds_with_room_only():
                              "share of the headroom used: 81% (median of those rounds)")
     five = str(Headroom((1.5, 1.2, 1.9, 1.4, 1.1), (2.0, 1.1, 1.8, 1.6, 1.2))).splitlines()
     assert five[1] == "  1.90x at ceiling 1.80x (above it), 1.40x at ceiling 1.60x, 1.10x at ceiling 1.20x"
+    assert "above" not in str(Headroom((1.494,), (1.491,)))  # both print as 1.49x: not marked (the contract probe)
 
 
 def test_a_busy_round_never_counts_even_when_its_speedup_is_low():

@@ -27,6 +27,11 @@ class Rung:
     run: Run | None = None
     evidence: str = ""
 
+    def __post_init__(self) -> None:
+        for name in ("label", "evidence"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a str, got {short(getattr(self, name))}")
+
 
 LABEL_WIDTH = 40  # the table's label column at most: the numbers take 34 more, the evidence the rest of WIDTH
 
@@ -39,7 +44,7 @@ def ladder_table(rungs: Sequence[Rung]) -> str:
     """The before/after table as aligned text: samples/s, data-wait share, balanced accuracy, minority recall, evidence (lesson 07)."""
     if not rungs or not all(isinstance(r, Rung) for r in rungs):
         raise TypeError(f"rungs must be a non-empty sequence of Rung, got {short(rungs)}")
-    width = min(max(len(r.label) for r in rungs), LABEL_WIDTH)
+    width = min(max(len("after"), *(len(r.label) for r in rungs)), LABEL_WIDTH)
     lines = [f"{'after':<{width}}  {'samples/s':>9} {'wait':>4} {'bal.acc':>7} {'min.rec':>7}  evidence"]
     for r in rungs:
         speed, run = r.speed, r.run
@@ -119,7 +124,8 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
             planted_now = [name for name in ONE_PROCESS if name not in chosen]
             print(wrapped(f"one process, planted: {', '.join(planted_now) or 'nothing'}; evaluation read {run.eval_samples} "
                           f"samples for {run.eval_distinct} distinct", hanging=4))
-            print(wrapped(f"2 ranks (measured earlier in this lesson, not rerun here): {rank_outcomes[ranks]}", hanging=4))
+            print("2 ranks (measured earlier in this lesson, not rerun here):")
+            print(wrapped(f"    {rank_outcomes[ranks]}", hanging=4))
             fig, axes = plt.subplots(1, 5, figsize=(12, 3.2), layout="constrained")
             names = ["as given", "all fixed", "your choice"]
             runs = (planted, fixed, run)
@@ -132,9 +138,15 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
             panels.append((np.array([float(np.median(r.worker_uss_mib)) if r.worker_uss_mib else 0.0 for r in runs]),
                            ".0f", "worker memory, USS MiB"))
             for ax, (values, form, label) in zip(axes, panels):
-                ax.bar(names, values, color=["tab:red", "tab:green", "tab:blue"])
-                shown = "no workers" if label.startswith("worker") and not run.worker_uss_mib else format(values[2], form)
-                ax.set_title(f"{label}\nyour choice: {shown}", fontsize=9)
+                bars = ax.bar(names, values, color=["tab:red", "tab:green", "tab:blue"])
+                memory = label.startswith("worker")
+                if memory:  # a run without workers has no worker memory: say so on its empty bar
+                    for bar, shown_run in zip(bars, runs):
+                        if not shown_run.worker_uss_mib:
+                            ax.annotate("no workers", (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom",
+                                        fontsize=8, rotation=90, xytext=(0, 3), textcoords="offset points")
+                shown = "no workers" if memory and not run.worker_uss_mib else format(values[2], form)
+                ax.set_title(f"{label}\nyour choice: {shown}", fontsize=10)
                 ax.tick_params(axis="x", labelsize=8, rotation=20)
                 if form in (".0%", ".2f"):
                     ax.set_ylim(0, 1)

@@ -293,19 +293,20 @@ def input_bound(obs: Observation) -> Finding | None:
     if share < INPUT_BOUND_SHARE:
         return None
     best, gain = obs.measured.get("sweep_best"), obs.measured.get("sweep_gain")
-    if best is not None and gain is not None and best != obs.loader.num_workers:
+    unsettled, cheaper = obs.measured.get("sweep_unsettled"), "make each item cheaper (decode, transforms) or fetch in batches (__getitems__)"
+    if best is not None and gain is not None and best != obs.loader.num_workers and not unsettled:
         advice = f"set num_workers={best} (the sweep measured {gain:.2f}x the samples/s); then cheaper transforms or batched fetching (__getitems__)"
+    elif unsettled and gain is not None:  # the sweep's own note (workers-too-few) says why its gain decides nothing
+        advice = (f"more workers measured {gain:.2f}x here, not a settled answer ({unsettled}: workers-too-few's note says "
+                  f"more): sweep again on a quiet machine or with a larger budget, or {cheaper}")
     elif best is not None:
         needed = obs.measured.get("sweep_needed")
-        measured = (f"more workers measured {gain:.2f}x here, under the {needed}x the sweep asks" if gain is not None and needed
-                    else "more workers measured no faster here (the sweep)")
-        then = ("; other programs were busy during the sweep (workers-too-few says how much): sweep again on a quiet "
-                "machine, or" if obs.measured.get("sweep_busy") else ":")
-        advice = f"{measured}{then} make each item cheaper (decode, transforms) or fetch in batches (__getitems__)"
+        advice = (f"more workers measured {gain:.2f}x here, under the {needed}x the sweep asks: {cheaper}"
+                  if gain is not None and needed else f"more workers measured no faster here (the sweep): {cheaper}")
     else:
         advice = "make batches faster: cheaper transforms, batched fetching (__getitems__), or more workers if cores are free (a sweep: lesson 03)"
     room = obs.measured.get("headspace")
-    headspace_text = f"; replaying its batches from memory (headspace), the loop ran {room:.2f}x faster" if isinstance(room, float) else ""
+    headspace_text = f"; with loading free (headspace: the step replayed from memory) the loop would run {room:.2f}x faster" if isinstance(room, float) else ""
     return finding(
         "input-bound", "warning",
         f"over {len(obs.wait_s) - 1} steps, {share:.0%} of the time was spent waiting for data (median wait "

@@ -93,9 +93,12 @@ def _one_turn(obs: Observation, workers: int, batch_s: float, had: float) -> Fin
     given = (obs.samples / obs.batches) / batch_s
     gain = rate / given
     obs.measured.update(sweep_samples_per_s={workers: round(given, 1), cap: round(rate, 1)}, sweep_gain=gain,
-                        sweep_best=cap if gain >= SWEEP_GAIN else workers, sweep_others_cores=round(during, 2))
+                        sweep_best=cap if gain >= SWEEP_GAIN else workers, sweep_others_cores=round(during, 2),
+                        sweep_needed=SWEEP_GAIN)
     quiet = before is not None and max(before, during) < BUSY_CORES
-    obs.measured["sweep_busy"] = not quiet
+    if not quiet:  # input-bound must not quote this gain as a settled answer
+        obs.measured["sweep_unsettled"] = ("other programs' load not measured" if before is None else
+                                           f"other programs used {max(before, during):.1f} cores")
     if gain < SWEEP_GAIN or not quiet:
         load = (f"other programs used {max(before, during):.1f} core(s) meanwhile" if before is not None else
                 "the first pass did not measure other programs' load")
@@ -150,8 +153,8 @@ def workers_too_few(obs: Observation) -> Finding | None:
     if room is not None and room[1] < SWEEP_GAIN:
         obs.skipped["workers-too-few"] = (
             f"no sweep: your loop waited {room[0]:.0%} of its time for data (first pass, {len(obs.wait_s) - 1} steps): with "
-            f"loading free it would run at most {room[1]:.2f}x faster, under {SWEEP_GAIN}x (by its steps as timed in that pass), so more workers cannot speed it up "
-            "that much; make the step faster instead")
+            f"loading free it would run at most {room[1]:.2f}x faster (by its steps as timed in that pass), under "
+            f"{SWEEP_GAIN}x, so more workers cannot speed it up that much; make the step faster instead")
         return None
     used, cores = obs.measured.get("loader_cores"), usable_cpus()
     if used is not None and used >= FULL_CORES * cores:
@@ -218,21 +221,23 @@ def workers_too_few(obs: Observation) -> Finding | None:
     if not won:
         others = obs.measured.get("other_programs_cores", 0.0)
         if ratios[best] >= SWEEP_GAIN:
+            obs.measured["sweep_unsettled"] = (f"rounds disagreed, {lowest[best]:.2f}x in the "
+                                               f"{'second ' if rounds >= 4 else ''}lowest")
             obs.skipped["workers-too-few"] = (
                 f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
-                f"paired rounds) but {lowest[best]:.2f}x in its {'second ' if rounds >= 4 else ''}lowest round, under "
+                f"interleaved rounds) but {lowest[best]:.2f}x in its {'second ' if rounds >= 4 else ''}lowest round, under "
                 f"{SWEEP_GAIN}x: the rounds did not agree")
         elif others >= BUSY_CORES:  # the workers shared the cores with other programs: say so rather than stay silent
-            obs.measured["sweep_busy"] = True  # input-bound's advice must not read the gain as a measurement of the fix
+            obs.measured["sweep_unsettled"] = f"other programs used {others:.1f} cores in the first pass"
             obs.skipped["workers-too-few"] = (
                 f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
-                f"paired rounds), under {SWEEP_GAIN}x, but other programs used {others:.1f} core(s) of this machine "
+                f"interleaved rounds), under {SWEEP_GAIN}x, but other programs used {others:.1f} core(s) of this machine "
                 f"during the first pass ({usable_cpus()} usable here): the sweep may have been limited by them; sweep "
                 "again on a quiet machine")
         else:  # measured, on a quiet machine: say what, so the silence can be read
             obs.skipped["workers-too-few"] = (
                 f"num_workers={best} gave {ratios[best]:.2f}x the samples/s of num_workers={workers} (median of {rounds} "
-                f"paired rounds), under the {SWEEP_GAIN}x the rule asks before advising more workers")
+                f"interleaved rounds), under the {SWEEP_GAIN}x the rule asks before advising more workers")
         return None
     return finding(
         "workers-too-few", "warning",
