@@ -1314,61 +1314,42 @@ def test_headspace_under_1x_says_no_faster():
     assert found is not None and "would run no faster (0.80x: the replay's steps were slower)" in found.message, found.message
 
 
-def test_a_quiet_sweep_under_the_gain_says_what_it_measured_and_input_bound_quotes_it(monkeypatch):
-    """A held-out borderline loader measured 1.298x on a quiet machine and the doctor stayed silent with no note, while
-    input-bound said 'more workers measured no faster': the skip now gives the gain and the 1.3x asked, and input-bound
-    quotes both (paired ratios 1.2, 1.25, 1.3 for 2 workers: median 1.25, by hand)."""
+def swept(monkeypatch, gains: tuple[float, ...], others: float) -> doctor.Observation:
+    """A 0-worker loop that waits for data, after a sweep whose paired rounds gave 2 workers `gains` over 0 workers,
+    with `others` cores of other programs in the first pass (the rounds are planted: nothing is timed)."""
     monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda loaders, deadline, per_turn, **kwargs:
-                        [[100.0, 100.0, 120.0], [100.0, 100.0, 125.0], [100.0, 100.0, 130.0]])
+                        [[100.0, 100.0, 100.0 * gain] for gain in gains])
     monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
     monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
     obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None, deadline=time.perf_counter() + 60.0)
     obs.first_batch_s, obs.batch_times_s = 0.01, [0.002, 0.002]
     obs.wait_s, obs.step_s = [0.2, 0.01, 0.01, 0.01], [0.004] * 4
-    obs.measured["other_programs_cores"] = 0.1
+    obs.measured["other_programs_cores"] = others
     assert lesson03_workers.workers_too_few(obs) is None
-    why = obs.skipped["workers-too-few"]
-    assert why == ("num_workers=2 gave 1.25x the samples/s of num_workers=0 (median of 3 interleaved rounds), under the 1.3x the "
-                   "rule asks before advising more workers"), why
+    return obs
+
+
+@pytest.mark.parametrize("gains, others, note, fix", [
+    # a held-out borderline loader measured 1.298x on a quiet machine and the doctor stayed silent with no note, while
+    # input-bound said 'more workers measured no faster': the skip gives the gain and the 1.3x asked, input-bound both
+    ((1.2, 1.25, 1.3), 0.1, "num_workers=2 gave 1.25x the samples/s of num_workers=0 (median of 3 interleaved rounds), "
+                            "under the 1.3x the rule asks before advising more workers",
+     "more workers measured 1.25x here, under the 1.3x the sweep asks: make each item"),
+    # a newcomer's busy run: workers-too-few said the sweep may have been limited by other programs while input-bound
+    # said "more workers measured 0.80x here" as if settled
+    ((1.2, 1.25, 1.3), 1.5, "the sweep may have been limited by them",
+     "more workers measured 1.25x here, not a settled answer (other programs used 1.5 cores in the first pass: "
+     "workers-too-few's note says more): sweep again on a quiet machine or with a larger budget, or make each item"),
+    # the fact-check: a median of 1.40x with its lowest round at 1.20x read "measured 1.40x here, under the 1.3x"
+    ((1.2, 1.4, 1.5), 0.1, "the rounds did not agree",
+     "more workers measured 1.40x here, not a settled answer (rounds disagreed, 1.20x in the lowest"),
+])
+def test_input_bound_quotes_the_sweep_only_as_settled_as_it_was(monkeypatch, gains, others, note, fix):
+    """Medians by hand: 1.25x of (1.2, 1.25, 1.3), 1.40x of (1.2, 1.4, 1.5) with 1.20x its lowest round."""
+    obs = swept(monkeypatch, gains, others)
+    assert note in obs.skipped["workers-too-few"], obs.skipped["workers-too-few"]
     found = lesson03.input_bound(obs)
-    assert found is not None and found.fix.startswith(
-        "more workers measured 1.25x here, under the 1.3x the sweep asks: make each item"), found.fix
-
-
-def test_input_bound_does_not_quote_a_busy_sweep_as_the_answer(monkeypatch):
-    """A newcomer's run beside a busy program: workers-too-few said the sweep may have been limited by other programs
-    while input-bound's fix said "more workers measured 0.80x here" as if settled. The same paired rounds (median 1.25x,
-    by hand) with 1.5 cores of other programs: input-bound says the sweep was busy and to sweep again."""
-    monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda loaders, deadline, per_turn, **kwargs:
-                        [[100.0, 100.0, 120.0], [100.0, 100.0, 125.0], [100.0, 100.0, 130.0]])
-    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
-    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None, deadline=time.perf_counter() + 60.0)
-    obs.first_batch_s, obs.batch_times_s = 0.01, [0.002, 0.002]
-    obs.wait_s, obs.step_s = [0.2, 0.01, 0.01, 0.01], [0.004] * 4
-    obs.measured["other_programs_cores"] = 1.5
-    assert lesson03_workers.workers_too_few(obs) is None
-    assert "the sweep may have been limited by them" in obs.skipped["workers-too-few"]
-    found = lesson03.input_bound(obs)
-    assert found is not None and found.fix.startswith(
-        "more workers measured 1.25x here, not a settled answer (other programs used 1.5 cores in the first pass: "
-        "workers-too-few's note says more): sweep again on a quiet machine or with a larger budget, or make each item"), found.fix
-
-
-def test_input_bound_does_not_quote_rounds_that_disagreed_as_under_the_gain(monkeypatch):
-    """The fact-check: a median of 1.40x with its lowest round at 1.20x read "measured 1.40x here, under the 1.3x".
-    Paired ratios 1.2, 1.4, 1.5 (by hand: median 1.40, lowest 1.20)."""
-    monkeypatch.setattr(lesson03_workers, "alternating_rates", lambda loaders, deadline, per_turn, **kwargs:
-                        [[100.0, 100.0, 120.0], [100.0, 100.0, 140.0], [100.0, 100.0, 150.0]])
-    monkeypatch.setattr(lesson03_workers, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(lesson03_workers, "ranks_on_node", lambda: 1)
-    obs = doctor.Observation(DataLoader(tensors(64), batch_size=8), step=lambda batch: None, deadline=time.perf_counter() + 60.0)
-    obs.first_batch_s, obs.batch_times_s = 0.01, [0.002, 0.002]
-    obs.wait_s, obs.step_s = [0.2, 0.01, 0.01, 0.01], [0.004] * 4
-    obs.measured["other_programs_cores"] = 0.1
-    assert lesson03_workers.workers_too_few(obs) is None and "the rounds did not agree" in obs.skipped["workers-too-few"]
-    fix = lesson03.input_bound(obs).fix
-    assert fix.startswith("more workers measured 1.40x here, not a settled answer (rounds disagreed, 1.20x in the lowest"), fix
+    assert found is not None and found.fix.startswith(fix), found.fix
 
 
 class ListRows(Dataset):
