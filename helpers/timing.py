@@ -9,6 +9,7 @@ pairs each round's speed-up with that round's ceiling and asserts only on rounds
 from __future__ import annotations
 
 import multiprocessing
+import numbers
 import os
 import statistics
 import time
@@ -151,6 +152,10 @@ def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:
     return results[0], ceiling
 
 
+def _real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class Headroom:
     """A change's speed-up and the machine's ceiling, round by round: which rounds had free cores, and the share of them used (lessons 03, 07)."""
@@ -161,6 +166,12 @@ class Headroom:
     min_rooms: int = 2  # rounds with room needed before the share is worth asserting
 
     def __post_init__(self) -> None:
+        for name in ("speedups", "ceilings"):
+            values = getattr(self, name)
+            if not isinstance(values, (tuple, list)) or not all(_real(v) for v in values):
+                raise TypeError(f"{name} must be a tuple of numbers, one per round, got {short(values)}")
+        if not _real(self.gate):
+            raise TypeError(f"gate must be a number, got {short(self.gate)}")
         if not self.speedups or len(self.speedups) != len(self.ceilings):
             raise ValueError(f"speedups and ceilings must be non-empty and of one length, got {short(self.speedups)} "
                              f"and {short(self.ceilings)}")

@@ -344,6 +344,8 @@ def test_fault_widget_shows_worker_memory_and_keeps_its_title_short(monkeypatch,
     (lambda: clinic.EvalStream(np.zeros((3, 4)), np.zeros(3), sharded=1), TypeError, "sharded must be True or False"),
     (lambda: clinic.fault_widget("run", rungs()[0].run, {}), TypeError, "planted must be a Run"),
     (lambda: clinic.fault_widget(rungs()[0].run, rungs()[0].run, {"none": "c"}), ValueError, "rank_outcomes must map"),
+    (lambda: clinic.fault_widget(rungs()[0].run, rungs()[0].run, {"uneven-shards": 1, "no-set-epoch": "b", "none": "c"}),
+     ValueError, r"\(a str each\), got \{'uneven-shards': 1"),
 ])
 def test_bad_input_is_named(call, error, match):
     with pytest.raises(error, match=match):

@@ -58,6 +58,18 @@ def test_headroom_rejects_bad_arguments(kwargs, match):
         Headroom(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs, match", [  # the contract probe: each failed later, in str(), naming nothing
+    ({"speedups": "ab", "ceilings": "cd"}, "speedups must be a tuple of numbers, one per round, got 'ab'"),
+    ({"speedups": 1.5, "ceilings": 1.5}, "speedups must be a tuple of numbers"),
+    ({"speedups": (1.5,), "ceilings": (None,)}, r"ceilings must be a tuple of numbers, one per round, got \(None,\)"),
+    ({"speedups": (True,), "ceilings": (1.5,)}, "speedups must be a tuple of numbers"),
+    ({"speedups": (1.5,), "ceilings": (1.5,), "gate": "2"}, "gate must be a number, got '2'"),
+])
+def test_headroom_names_an_argument_of_the_wrong_type(kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        Headroom(**kwargs)
+
+
 def test_bracketed_measures_the_ceiling_before_and_after_and_keeps_the_lower(monkeypatch):
     calls = []
     ceilings = iter([1.9, 1.15])
