@@ -3,7 +3,8 @@
 Every case module models public code or a public bug report and defines: a docstring with an `Origin:` line,
 `EXPECTED` (the codes that must come as warning or error; every other code must not, info is allowed), `WITHOUT_FORK`
 (codes also expected where workers do not start by fork: under spawn and forkserver each worker imports torch anew),
-`make_loader()`, and optionally `step(batch)`, `BUDGET_S` (default 8), `FAST` (one diagnosis fits `make test`),
+`make_loader()`, and optionally `step(batch)`, `BUDGET_S` (default 8), `BUDGET_WITHOUT_FORK_S` (the budget where workers
+are fresh Pythons, when the doctor asks for more there), `FAST` (one diagnosis fits `make test`),
 `NEEDS` (comma-separated names from NEEDS_CHECKS: the case is skipped where one is unmet), `DEVICE` (passed to
 the doctor), `HOST_BUSY` (the runner starts CPU-bound programs around the diagnosis, one per usable core), `EXIT`
 (the command line's exit status, when an expected code's severity can be either; else 1 exactly when one is in ERROR_CODES),
@@ -120,8 +121,11 @@ def name(case: ModuleType) -> str:
 
 
 def budget_s(case: ModuleType) -> float:
-    """The case's BUDGET_S, or the default."""
-    return float(getattr(case, "BUDGET_S", DEFAULT_BUDGET_S))
+    """The case's BUDGET_S (or the default); where workers do not start by fork, its BUDGET_WITHOUT_FORK_S if it has one."""
+    budget = getattr(case, "BUDGET_S", DEFAULT_BUDGET_S)
+    if multiprocessing.get_start_method() != "fork":
+        budget = getattr(case, "BUDGET_WITHOUT_FORK_S", budget)
+    return float(budget)
 
 
 def origin(case: ModuleType) -> str:
