@@ -120,12 +120,15 @@ def name(case: ModuleType) -> str:
     return case.__name__.rsplit(".", 1)[-1]
 
 
+def forked() -> bool:
+    """True when this process's DataLoader workers start by fork (else each is a fresh Python that imports torch)."""
+    return multiprocessing.get_start_method() == "fork"
+
+
 def budget_s(case: ModuleType) -> float:
     """The case's BUDGET_S (or the default); where workers do not start by fork, its BUDGET_WITHOUT_FORK_S if it has one."""
     budget = getattr(case, "BUDGET_S", DEFAULT_BUDGET_S)
-    if multiprocessing.get_start_method() != "fork":
-        budget = getattr(case, "BUDGET_WITHOUT_FORK_S", budget)
-    return float(budget)
+    return float(budget if forked() else getattr(case, "BUDGET_WITHOUT_FORK_S", budget))
 
 
 def origin(case: ModuleType) -> str:
@@ -143,8 +146,7 @@ def unmet(case: ModuleType) -> str | None:
 
 def expected(case: ModuleType) -> frozenset[str]:
     """The codes the case expects here: EXPECTED, and WITHOUT_FORK when this process's workers do not start by fork."""
-    forked = multiprocessing.get_start_method() == "fork"
-    return case.EXPECTED | (frozenset() if forked else frozenset(getattr(case, "WITHOUT_FORK", frozenset())))
+    return case.EXPECTED | (frozenset() if forked() else frozenset(getattr(case, "WITHOUT_FORK", frozenset())))
 
 
 def expected_exit(case: ModuleType) -> int:

@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, WeightedRandomSampler, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from doctor_corpus import forked
 from doctor_corpus._streams import BufferedStream, ShardStream
-from helpers import start_method
 from helpers.env import usable_cpus
 from helpers.ledger_demos import EpochStream
 from helpers import imbalance
@@ -297,8 +297,7 @@ def head_of_line() -> Plant:
     24 s where each of the comparison's 4 workers is a fresh Python: the turns hold 4 slow batches each since head-of-line
     pools its rounds, and forkserver run 6 (2-core VM, 2.0 s to the first batch) found it had 3.9 s of the 6.3 s it
     needed in 14 s ("about --budget 23")."""
-    forked = start_method.default() == "fork"
-    return Plant(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8, num_workers=2), budget_s=14.0 if forked else 24.0)
+    return Plant(DataLoader(Readings(slow=(11, 90, 170, 250, 330)), batch_size=8, num_workers=2), budget_s=14.0 if forked() else 24.0)
 
 
 def _is_plant(value: Any) -> bool:
