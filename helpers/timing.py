@@ -170,6 +170,7 @@ class Headroom:
             values = getattr(self, name)
             if not isinstance(values, (tuple, list)) or not all(_real(v) for v in values):
                 raise TypeError(f"{name} must be a tuple of numbers, one per round, got {short(values)}")
+            object.__setattr__(self, name, tuple(float(v) for v in values))  # a Fraction or numpy number prints as a float
         if not _real(self.gate):
             raise TypeError(f"gate must be a number, got {short(self.gate)}")
         if not self.speedups or len(self.speedups) != len(self.ceilings):

@@ -70,6 +70,15 @@ def test_headroom_names_an_argument_of_the_wrong_type(kwargs, match):
         Headroom(**kwargs)
 
 
+def test_headroom_keeps_any_real_number_as_a_float():
+    """The late review: a Fraction passed the type check, then failed in str() on Python 3.11."""
+    from fractions import Fraction
+
+    headroom = Headroom([Fraction(3, 2)], (Fraction(19, 10),))
+    assert headroom.speedups == (1.5,) and headroom.ceilings == (1.9,)
+    assert str(headroom).startswith("per round: 1.50x at ceiling 1.90x")
+
+
 def test_bracketed_measures_the_ceiling_before_and_after_and_keeps_the_lower(monkeypatch):
     calls = []
     ceilings = iter([1.9, 1.15])
