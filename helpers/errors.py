@@ -29,12 +29,13 @@ WIDTH = 100  # the course's width for printed lines: JupyterLab breaks a line wh
 
 
 _FRAME = re.compile(r'^(\s*File ".*"), (line \d+, in .*)$')  # a frame of a Python traceback
+_MARKS = re.compile(r"^\s*[~^]+\s*$")  # the line under a traceback's source line marking where it failed (3.11+)
 
 
 def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
     """`text` with each line over `width` characters broken between words, never inside one, its continuation indented
     as the line is plus `hanging` spaces, a traceback's frame after its file name (JupyterLab's output CSS has
-    word-break: break-all: it breaks mid-word)."""
+    word-break: break-all: it breaks mid-word); a traceback's ~~^^ marks that do not fit are left out."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     for name, value, least in (("width", width, 1), ("hanging", hanging, 0)):
@@ -54,7 +55,8 @@ def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
             return words(line)
         head = words(frame[1].replace("File ", "File\xa0", 1) + ",").replace("File\xa0", "File ", 1)  # "File" stays with its name
         return head + "\n" + words(indent + frame[2])
-    return "\n".join(fill(line) for line in text.split("\n"))
+    # marks over the width were under a source line over it, now broken between words: they would point nowhere
+    return "\n".join(fill(line) for line in text.split("\n") if len(line) <= width or not _MARKS.match(line))
 
 
 @contextmanager

@@ -77,6 +77,33 @@ def test_a_traceback_frame_breaks_after_its_file_name_not_inside_line_n():
     assert max(map(len, wrapped(prose).splitlines())) <= 100 and wrapped(prose).split() == prose.split()
 
 
+def test_a_tracebacks_marks_are_kept_where_they_fit_and_left_out_where_their_line_was_broken(tmp_path):
+    """CI printed lesson 06's rank traceback with a 105-character line of ^^^ under a source line broken at 100."""
+    import traceback
+
+    from helpers.errors import wrapped
+
+    def formatted(source: str) -> str:
+        path = tmp_path / f"lesson{len(source)}.py"  # a file: the traceback prints its source lines from it
+        path.write_text(source + "\n")
+        try:
+            exec(compile(source, str(path), "exec"), {})
+        except ZeroDivisionError:
+            return traceback.format_exc()
+        raise AssertionError("the source did not raise")
+
+    long_line = "result = " + " + ".join(["1"] * 30) + " + int('2') / 0"  # 141 characters: 9 + 30 + 29 * 3 + 15
+    text = formatted(long_line)
+    marks = [line for line in text.splitlines() if set(line.strip()) <= set("^~") and line.strip()]
+    assert marks and max(map(len, marks)) > 100  # this Python marks the failing expression, over the width
+    out = wrapped(text)
+    assert max(map(len, out.splitlines())) <= 100
+    assert [line for line in out.splitlines() if line.strip() and set(line.strip()) <= set("^~")] == []
+    assert " ".join(out.split()) == " ".join(line for line in text.split() if not set(line) <= set("^~"))  # nothing else lost
+    short_marks = [line for line in formatted("x = 1 / 0 + 2").splitlines() if set(line.strip()) == {"~", "^"}]
+    assert short_marks == ["        ~~^~~"] and short_marks[0] in wrapped(formatted("x = 1 / 0 + 2")).splitlines()  # kept
+
+
 @pytest.mark.parametrize(("args", "error", "match"), [(("text", 0), ValueError, "width must be an int of at least 1, got 0"),
                                                       (("text", 100, -1), ValueError, "hanging must be an int of at least 0"),
                                                       (("text", "100"), ValueError, "width must be an int"),
