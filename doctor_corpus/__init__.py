@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import multiprocessing
 import os
 import shutil
@@ -128,7 +129,13 @@ def forked() -> bool:
 def budget_s(case: ModuleType) -> float:
     """The case's BUDGET_S (or the default); where workers do not start by fork, its BUDGET_WITHOUT_FORK_S if it has one."""
     budget = getattr(case, "BUDGET_S", DEFAULT_BUDGET_S)
-    return float(budget if forked() else getattr(case, "BUDGET_WITHOUT_FORK_S", budget))
+    without_fork = getattr(case, "BUDGET_WITHOUT_FORK_S", budget)
+    for label, value in (("BUDGET_S", budget), ("BUDGET_WITHOUT_FORK_S", without_fork)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"{name(case)}: {label} must be a positive number of seconds, got {value!r}")
+    if without_fork < budget:  # fresh Pythons start slower than forks: a smaller budget for them is a slip
+        raise ValueError(f"{name(case)}: BUDGET_WITHOUT_FORK_S ({without_fork!r}) is under BUDGET_S ({budget!r})")
+    return float(budget if forked() else without_fork)
 
 
 def origin(case: ModuleType) -> str:

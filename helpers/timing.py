@@ -8,6 +8,7 @@ pairs each round's speed-up with that round's ceiling and asserts only on rounds
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import numbers
 import os
@@ -176,7 +177,10 @@ class Headroom:
         if not self.speedups or len(self.speedups) != len(self.ceilings):
             raise ValueError(f"speedups and ceilings must be non-empty and of one length, got {short(self.speedups)} "
                              f"and {short(self.ceilings)}")
-        if not self.gate > 1:
+        for name in ("speedups", "ceilings"):  # ratios of two rates: positive and finite (a NaN compares false everywhere)
+            if not all(math.isfinite(v) and v > 0 for v in getattr(self, name)):
+                raise ValueError(f"{name} must be positive finite ratios of two rates, got {short(getattr(self, name))}")
+        if not (math.isfinite(self.gate) and self.gate > 1):
             raise ValueError(f"gate must be above 1 (a ceiling of 1 leaves no headroom), got {short(self.gate)}")
         as_int("min_rooms", self.min_rooms, minimum=1)
 

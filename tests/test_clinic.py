@@ -343,9 +343,12 @@ def test_fault_widget_shows_worker_memory_and_keeps_its_title_short(monkeypatch,
     (lambda: clinic.ClinicDataset(np.zeros(3), np.zeros(3), list_backed=False), ValueError, "raw must be a 2-D array"),
     (lambda: clinic.EvalStream(np.zeros((3, 4)), np.zeros(3), sharded=1), TypeError, "sharded must be True or False"),
     (lambda: clinic.fault_widget("run", rungs()[0].run, {}), TypeError, "planted must be a Run"),
-    (lambda: clinic.fault_widget(rungs()[0].run, rungs()[0].run, {"none": "c"}), ValueError, "rank_outcomes must map"),
-    (lambda: clinic.fault_widget(rungs()[0].run, rungs()[0].run, {"uneven-shards": 1, "no-set-epoch": "b", "none": "c"}),
-     ValueError, r"\(a str each\), got \{'uneven-shards': 1"),
+    (lambda: clinic.fault_widget(rungs()[0].run, rungs()[0].run, {"none": "c"}), ValueError,
+     r"rank_outcomes must map .* got the keys \['none'\]"),
+    (lambda: clinic.fault_widget(rungs()[0].run, rungs()[0].run, ["none"]), TypeError,
+     r"rank_outcomes must be a dict of what 2 ranks showed, got \['none'\]"),
+    (lambda: clinic.fault_widget(rungs()[0].run, rungs()[0].run, {"none": "c", "no-set-epoch": "b", "uneven-shards": 1}),
+     TypeError, r"rank_outcomes\['uneven-shards'\] must be a str \(what 2 ranks showed\), got 1"),
 ])
 def test_bad_input_is_named(call, error, match):
     with pytest.raises(error, match=match):

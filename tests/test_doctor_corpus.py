@@ -107,3 +107,20 @@ def test_without_fork_codes_are_expected_only_where_workers_do_not_start_by_fork
         monkeypatch.setattr(multiprocessing, "get_start_method", lambda *args, method=method, **kwargs: method)
         assert corpus.expected(case) == wanted, method
     assert corpus.expected(SimpleNamespace(EXPECTED=frozenset())) == frozenset()  # WITHOUT_FORK is optional
+
+
+def test_a_case_gets_its_budget_without_fork_only_where_workers_are_fresh_pythons(monkeypatch):
+    import multiprocessing
+    from types import SimpleNamespace
+
+    case = SimpleNamespace(BUDGET_S=8, BUDGET_WITHOUT_FORK_S=16, __name__="doctor_corpus.x")
+    for method, wanted in (("fork", 8.0), ("forkserver", 16.0), ("spawn", 16.0)):
+        monkeypatch.setattr(multiprocessing, "get_start_method", lambda *args, method=method, **kwargs: method)
+        assert corpus.budget_s(case) == wanted, method
+        assert corpus.budget_s(SimpleNamespace(__name__="doctor_corpus.y")) == corpus.DEFAULT_BUDGET_S  # both optional
+    # the late review: a budget without fork under BUDGET_S, or not a number, was used without a word
+    for budgets, match in (({"BUDGET_S": 8, "BUDGET_WITHOUT_FORK_S": 4}, r"x: BUDGET_WITHOUT_FORK_S \(4\) is under BUDGET_S \(8\)"),
+                           ({"BUDGET_WITHOUT_FORK_S": "16"}, "x: BUDGET_WITHOUT_FORK_S must be a positive number of seconds, got '16'"),
+                           ({"BUDGET_S": 0}, "x: BUDGET_S must be a positive number of seconds, got 0")):
+        with pytest.raises(ValueError, match=match):
+            corpus.budget_s(SimpleNamespace(__name__="doctor_corpus.x", **budgets))

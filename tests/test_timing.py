@@ -52,6 +52,12 @@ def test_gate_is_inclusive_at_the_threshold():
     ({"speedups": (1.0, 2.0), "ceilings": (1.5,)}, "non-empty and of one length"),
     ({"speedups": (1.0,), "ceilings": (1.5,), "gate": 1.0}, "gate must be above 1"),
     ({"speedups": (1.0,), "ceilings": (1.5,), "min_rooms": 0}, "min_rooms must be at least 1"),
+    # the late review: each was taken without a word
+    ({"speedups": (float("nan"), 1.2), "ceilings": (1.5, 1.5)}, r"speedups must be positive finite .*got \(nan, 1.2\)"),
+    ({"speedups": (1.2,), "ceilings": (-1.5,)}, r"ceilings must be positive finite ratios of two rates, got \(-1.5,\)"),
+    ({"speedups": (0.0,), "ceilings": (1.5,)}, r"speedups must be positive finite"),
+    ({"speedups": (1.2,), "ceilings": (float("inf"),)}, r"ceilings must be positive finite .*got \(inf,\)"),
+    ({"speedups": (1.0,), "ceilings": (1.5,), "gate": float("inf")}, "gate must be above 1"),
 ])
 def test_headroom_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):

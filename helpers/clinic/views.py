@@ -90,10 +90,14 @@ def fault_widget(planted: Run, fixed: Run, rank_outcomes: dict[str, str]) -> Any
     for name, value in (("planted", planted), ("fixed", fixed)):
         if not isinstance(value, Run):
             raise TypeError(f"{name} must be a Run from clinic.train, got {short(value)}")
-    if (not isinstance(rank_outcomes, dict) or set(rank_outcomes) != {"uneven-shards", "no-set-epoch", "none"}
-            or not all(isinstance(text, str) for text in rank_outcomes.values())):
-        raise ValueError("rank_outcomes must map 'uneven-shards', 'no-set-epoch' and 'none' to what 2 ranks showed (a str "
-                         f"each), got {short(rank_outcomes)}")
+    if not isinstance(rank_outcomes, dict):
+        raise TypeError(f"rank_outcomes must be a dict of what 2 ranks showed, got {short(rank_outcomes)}")
+    if set(rank_outcomes) != {"uneven-shards", "no-set-epoch", "none"}:
+        raise ValueError("rank_outcomes must map 'uneven-shards', 'no-set-epoch' and 'none' to what 2 ranks showed, got "
+                         f"the keys {sorted(rank_outcomes, key=repr)}")
+    for key, text in rank_outcomes.items():
+        if not isinstance(text, str):
+            raise TypeError(f"rank_outcomes[{key!r}] must be a str (what 2 ranks showed), got {short(text)}")
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
     style, layout = {"description_width": "17em"}, widgets.Layout(width="34em")
