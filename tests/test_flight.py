@@ -178,13 +178,14 @@ def _event(kind: str, batch: int, start: float, end: float, worker: int | str = 
 def test_head_of_line_and_waiting_share_by_hand():
     """Batch 0 waited 0-1.0 s while batch 1 was collated at 0.3 s: 0.7 s held back; batch 2 waited 1.3-2.1 s while batch
     3 was ready at 1.5 s: 0.6 s; batch 1's wait ended (1.2 s) before anything later was ready: 0. Total 1.3 s. Waiting
-    share after the first batch: waits 0.1 + 0.8 + 0.05 over those plus steps 0.1 + 0.1 + 0.2, 0.95 / 1.35."""
+    share after each worker's first batch (0 and 1: worker 1's start is in batch 1's wait): waits 0.8 + 0.05 over those
+    plus steps 0.1 + 0.2, 0.85 / 1.15."""
     events = [_event("wait", 0, 0.0, 1.0), _event("step", 0, 1.0, 1.1), _event("wait", 1, 1.1, 1.2), _event("step", 1, 1.2, 1.3),
               _event("wait", 2, 1.3, 2.1), _event("step", 2, 2.1, 2.2), _event("wait", 3, 2.2, 2.25), _event("step", 3, 2.25, 2.45),
               _event("collate", 0, 0.9, 1.0, 0), _event("collate", 1, 0.2, 0.3, 1), _event("collate", 2, 2.0, 2.1, 0),
               _event("collate", 3, 1.4, 1.5, 1)]
     assert flight.head_of_line_s(events) == pytest.approx(0.7 + 0.6)
-    assert flight.waiting_share(events) == pytest.approx((0.1 + 0.8 + 0.05) / (0.1 + 0.8 + 0.05 + 0.1 + 0.1 + 0.2))
+    assert flight.waiting_share(events) == pytest.approx((0.8 + 0.05) / (0.8 + 0.05 + 0.1 + 0.2))
     assert flight.head_of_line_s([e for e in events if not (e.kind == "collate" and e.batch in (1, 3))]) == 0.0
 
 
@@ -480,13 +481,15 @@ def test_a_persistent_workers_dropped_items_do_not_reach_the_next_epoch():
 
 
 def test_waiting_share_leaves_out_each_passs_first_batch_and_head_of_line_other_workers_only():
-    """By hand: two passes of two batches; each pass's first wait (workers starting) is left out: waits 0.1 + 0.1 over those
-    plus steps 0.1 + 0.3. One worker's later batch queued behind is not held back; another worker's is."""
+    """By hand: two passes of two batches; each pass's first wait (workers starting) is left out, and so is batch 3, worker
+    1's first of pass 1: wait 0.1 over it plus step 0.1. One worker's later batch queued behind is not held back; another
+    worker's is."""
     e = flight.Event
     events = [e("wait", "main", 0.0, 5.0, 0, epoch=0), e("step", "main", 5.0, 5.1, 0, epoch=0),
               e("wait", "main", 5.1, 5.2, 1, epoch=0), e("step", "main", 5.2, 5.3, 1, epoch=0),
               e("wait", "main", 6.0, 9.0, 2, epoch=1), e("step", "main", 9.0, 9.1, 2, epoch=1),
               e("wait", "main", 9.1, 9.2, 3, epoch=1), e("step", "main", 9.2, 9.5, 3, epoch=1),
-              e("collate", 0, 4.9, 5.0, 0), e("collate", 0, 4.95, 4.99, 1), e("collate", 0, 8.9, 9.0, 2), e("collate", 1, 7.0, 7.5, 3)]
-    assert flight.waiting_share(events) == pytest.approx(0.2 / 0.6)
+              e("collate", 0, 4.9, 5.0, 0), e("collate", 0, 4.95, 4.99, 1), e("collate", 0, 8.9, 9.0, 2, epoch=1),
+              e("collate", 1, 7.0, 7.5, 3, epoch=1)]
+    assert flight.waiting_share(events) == pytest.approx(0.1 / 0.2)
     assert flight.head_of_line_s(events) == pytest.approx(9.0 - 7.5)  # batch 2 waited while worker 1's batch 3 was ready

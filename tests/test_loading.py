@@ -28,7 +28,7 @@ from helpers.loading import (
     warmup_for,
 )
 from helpers.loading import sweeps
-from helpers.timing import others_during, parallel_speedup
+from helpers.timing import parallel_speedup
 from helpers.workloads import InMemoryDataset
 
 
@@ -344,24 +344,21 @@ def test_parallel_speedup_of_one_process_is_about_one():
     assert 0.5 < parallel_speedup(1, work_ms=100, rounds=5) < 2.0
 
 
-def idle_cores(seconds: float = 0.5) -> float:
-    """How many cores of this machine sat idle over the last `seconds` (from the whole machine's CPU times)."""
-    before = psutil.cpu_times()
-    time.sleep(seconds)
-    after = psutil.cpu_times()
-    return (after.idle - before.idle) / seconds
+def sleep_for_micros(iterations: int) -> None:
+    """Work that needs no core: `iterations` microseconds asleep (stands in for spin below)."""
+    time.sleep(iterations / 1e6)
 
 
-def test_parallel_speedup_of_two_processes_on_two_free_cores_is_above_one_point_three():
-    """The ceiling must rise with processes where cores are free: a pool of one process would read about 1.0 here.
-    Judged only when the cores were idle before and other programs (another pytest-xdist worker) stayed off them during."""
-    free = idle_cores()
-    if free < 1.8:
-        pytest.skip(f"needs 2 idle cores to show a parallel speed-up; {free:.1f} were idle over 0.5 s")
-    speedup, others = others_during(lambda: parallel_speedup(2, work_ms=50, rounds=5))
-    if others > 0.2:
-        pytest.skip(f"other programs used {others:.1f} core(s) while it measured {speedup:.2f}x: not two free cores")
-    assert speedup > 1.3
+def test_parallel_speedup_runs_the_processes_at_once_and_divides_serial_time_by_theirs(monkeypatch):
+    """With work that needs no core (sleep), 2 processes finish 2 x 50 ms of it in about 50 ms: about 2x, on any machine.
+    Spinning on this 2-core VM with both cores idle measured medians of 1.27-2.00x (20 runs, 2026-12-07): the host
+    shares its cores, so a bound on CPU work here would be a bound on the host's other guests."""
+    from helpers import timing
+
+    monkeypatch.setattr(timing, "spin", sleep_for_micros)
+    monkeypatch.setattr(timing, "spin_iterations_per_ms", lambda: 1000)
+    assert 1.6 < parallel_speedup(2, work_ms=50, rounds=5) < 2.2  # serial 100 ms over parallel 50 ms, plus the pool's trips
+    assert 0.8 < parallel_speedup(1, work_ms=50, rounds=5) < 1.25  # one process against itself: no speed-up
 
 
 def test_parallel_speedup_rejects_bad_arguments():

@@ -75,11 +75,11 @@ def plot_ladder(rungs: Sequence[Rung], title: str = "") -> Any:
     for key, mark, name in (("balanced_accuracy", "o-", "balanced accuracy"), ("minority_recall", "s--", "minority recall")):
         score_ax.plot(range(len(scored)), [getattr(r.run, key) for r in scored], mark, label=name)
     score_ax.set(ylim=(0, 1.35), yticks=np.linspace(0, 1, 5), ylabel="score on the balanced held-out stream", title="What the model learned")
-    score_ax.legend(loc="upper left", fontsize=8, ncol=2)
+    score_ax.legend(loc="upper left", fontsize=9, ncol=2)
     for ax, shown in ((speed_ax, timed), (score_ax, scored)):
-        ax.set_xticks(range(len(shown)), [r.label for r in shown], rotation=35, ha="right", fontsize=8)
+        ax.set_xticks(range(len(shown)), [r.label for r in shown], rotation=35, ha="right", fontsize=9)
     handles = speed_ax.get_legend_handles_labels()[0] + share_ax.get_legend_handles_labels()[0]
-    speed_ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=8, ncol=2)
+    speed_ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize=9, ncol=2)
     if title:
         fig.suptitle(title)
     return fig

@@ -79,14 +79,16 @@ def head_of_line_s(events: Any) -> float:
 
 
 def waiting_share(events: Any) -> float:
-    """The share of the loop's time spent waiting for batches, after each pass's first (whose wait includes starting the
-    workers)."""
+    """The share of the loop's time spent waiting for batches, leaving out each pass's first batch and each worker's first
+    batch in it (their waits include starting the workers: one after another, fresh Pythons where they are not forked)."""
     found = _events(events)
-    first = {}
+    first: dict[tuple[int, Any], int] = {}  # (pass, worker or None for the pass) -> its first batch
     for e in found:
-        if e.kind == "wait":
-            first[e.epoch] = min(first.get(e.epoch, e.batch), e.batch)
-    found = [e for e in found if e.kind in ("wait", "step") and e.batch != first.get(e.epoch)]
+        if e.kind in ("wait", "collate"):
+            key = (e.epoch, None if e.kind == "wait" else e.worker)
+            first[key] = min(first.get(key, e.batch), e.batch)
+    starts = set(first.values())
+    found = [e for e in found if e.kind in ("wait", "step") and e.batch not in starts]
     wait = sum(e.seconds for e in found if e.kind == "wait")
     total = sum(e.seconds for e in found)
     return wait / total if total > 0 else 0.0
@@ -105,7 +107,7 @@ def describe(events: Any, slowest_k: int = 3) -> str:
     fetched = sum(e.seconds for e in found if e.kind == "fetch")
     lines.append(f"  slowest fetches ({sum(e.seconds for e in slow) / max(fetched, 1e-12):.0%} of all fetch time):")
     lines += [f"    sample {_plain(e.sample)}: {1000 * e.seconds:.1f} ms (worker {e.worker})" for e in slow]
-    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after each pass's first batch")
+    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after each worker's first batch")
     in_order = getattr(getattr(events, "loader", None), "in_order", None)
     lines.append(f"  {head_of_line_s(found):.2f} s of waiting on a batch while a later one was collated"
                  + (" (in_order=True holds it back)" if in_order else ""))
