@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import math
 import multiprocessing
+import numbers
 import os
 import shutil
 import subprocess
@@ -129,13 +130,17 @@ def forked() -> bool:
 def budget_s(case: ModuleType) -> float:
     """The case's BUDGET_S (or the default); where workers do not start by fork, its BUDGET_WITHOUT_FORK_S if it has one."""
     budget = getattr(case, "BUDGET_S", DEFAULT_BUDGET_S)
-    without_fork = getattr(case, "BUDGET_WITHOUT_FORK_S", budget)
-    for label, value in (("BUDGET_S", budget), ("BUDGET_WITHOUT_FORK_S", without_fork)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise ValueError(f"{name(case)}: {label} must be a positive number of seconds, got {value!r}")
-    if without_fork < budget:  # fresh Pythons start slower than forks: a smaller budget for them is a slip
-        raise ValueError(f"{name(case)}: BUDGET_WITHOUT_FORK_S ({without_fork!r}) is under BUDGET_S ({budget!r})")
-    return float(budget if forked() else without_fork)
+    seconds = {}
+    for label, value in (("BUDGET_S", budget), ("BUDGET_WITHOUT_FORK_S", getattr(case, "BUDGET_WITHOUT_FORK_S", budget))):
+        try:
+            seconds[label] = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+        except OverflowError:  # an int too large for a float
+            seconds[label] = math.inf
+        if not 0 < seconds[label] < math.inf:
+            raise ValueError(f"{name(case)}: {label} must be a positive finite number of seconds, got {value!r}")
+    if seconds["BUDGET_WITHOUT_FORK_S"] < seconds["BUDGET_S"]:  # fresh Pythons start slower than forks: a slip
+        raise ValueError(f"{name(case)}: BUDGET_WITHOUT_FORK_S ({case.BUDGET_WITHOUT_FORK_S!r}) is under BUDGET_S ({budget!r})")
+    return seconds["BUDGET_S" if forked() else "BUDGET_WITHOUT_FORK_S"]
 
 
 def origin(case: ModuleType) -> str:

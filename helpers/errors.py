@@ -35,7 +35,7 @@ _MARKS = re.compile(r"^\s*[~^]+\s*$")  # the line under a traceback's source lin
 def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
     """`text` with each line over `width` characters broken between words, never inside one, its continuation indented
     as the line is plus `hanging` spaces, a traceback's frame after its file name (JupyterLab's output CSS has
-    word-break: break-all: it breaks mid-word); a traceback's ~~^^ marks that do not fit are left out."""
+    word-break: break-all: it breaks mid-word); a traceback's ~~^^ marks under a line it broke are left out."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     for name, value, least in (("width", width, 1), ("hanging", hanging, 0)):
@@ -55,8 +55,11 @@ def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
             return words(line)
         head = words(frame[1].replace("File ", "File\xa0", 1) + ",").replace("File\xa0", "File ", 1)  # "File" stays with its name
         return head + "\n" + words(indent + frame[2])
-    # marks over the width were under a source line over it, now broken between words: they would point nowhere
-    return "\n".join(fill(line) for line in text.split("\n") if len(line) <= width or not _MARKS.match(line))
+    lines = text.split("\n")
+    filled = [fill(line) for line in lines]
+    # a traceback's marks under a line broken here would point at the wrong words: left out (any other line is kept)
+    return "\n".join(new for i, new in enumerate(filled)
+                     if not (i and filled[i - 1] != lines[i - 1] and _MARKS.match(lines[i]) and not _MARKS.match(lines[i - 1])))
 
 
 @contextmanager

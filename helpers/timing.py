@@ -157,6 +157,14 @@ def _real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _as_float(value: numbers.Real) -> float:
+    """`value` as a float, infinite where it is too large for one."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 @dataclass(frozen=True)
 class Headroom:
     """A change's speed-up and the machine's ceiling, round by round: which rounds had free cores, and the share of them used (lessons 03, 07)."""
@@ -171,9 +179,10 @@ class Headroom:
             values = getattr(self, name)
             if not isinstance(values, (tuple, list)) or not all(_real(v) for v in values):
                 raise TypeError(f"{name} must be a tuple of numbers, one per round, got {short(values)}")
-            object.__setattr__(self, name, tuple(float(v) for v in values))  # a Fraction or numpy number prints as a float
+            object.__setattr__(self, name, tuple(map(_as_float, values)))  # a Fraction or numpy number prints as a float
         if not _real(self.gate):
             raise TypeError(f"gate must be a number, got {short(self.gate)}")
+        object.__setattr__(self, "gate", _as_float(self.gate))
         if not self.speedups or len(self.speedups) != len(self.ceilings):
             raise ValueError(f"speedups and ceilings must be non-empty and of one length, got {short(self.speedups)} "
                              f"and {short(self.ceilings)}")

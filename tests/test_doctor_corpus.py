@@ -7,6 +7,7 @@ import pkgutil
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import doctor_corpus as corpus
@@ -118,9 +119,11 @@ def test_a_case_gets_its_budget_without_fork_only_where_workers_are_fresh_python
         monkeypatch.setattr(multiprocessing, "get_start_method", lambda *args, method=method, **kwargs: method)
         assert corpus.budget_s(case) == wanted, method
         assert corpus.budget_s(SimpleNamespace(__name__="doctor_corpus.y")) == corpus.DEFAULT_BUDGET_S  # both optional
+        assert corpus.budget_s(SimpleNamespace(__name__="doctor_corpus.y", BUDGET_S=np.int64(9))) == 9.0  # any real number
     # the late review: a budget without fork under BUDGET_S, or not a number, was used without a word
     for budgets, match in (({"BUDGET_S": 8, "BUDGET_WITHOUT_FORK_S": 4}, r"x: BUDGET_WITHOUT_FORK_S \(4\) is under BUDGET_S \(8\)"),
-                           ({"BUDGET_WITHOUT_FORK_S": "16"}, "x: BUDGET_WITHOUT_FORK_S must be a positive number of seconds, got '16'"),
-                           ({"BUDGET_S": 0}, "x: BUDGET_S must be a positive number of seconds, got 0")):
+                           ({"BUDGET_WITHOUT_FORK_S": "16"}, "x: BUDGET_WITHOUT_FORK_S must be a positive finite number of seconds, got '16'"),
+                           ({"BUDGET_S": 0}, "x: BUDGET_S must be a positive finite number of seconds, got 0"),
+                           ({"BUDGET_S": 10**309}, "x: BUDGET_S must be a positive finite number of seconds, got 1000")):
         with pytest.raises(ValueError, match=match):
             corpus.budget_s(SimpleNamespace(__name__="doctor_corpus.x", **budgets))

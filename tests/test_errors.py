@@ -77,7 +77,7 @@ def test_a_traceback_frame_breaks_after_its_file_name_not_inside_line_n():
     assert max(map(len, wrapped(prose).splitlines())) <= 100 and wrapped(prose).split() == prose.split()
 
 
-def test_a_tracebacks_marks_are_kept_where_they_fit_and_left_out_where_their_line_was_broken(tmp_path):
+def test_a_tracebacks_marks_are_left_out_under_a_line_broken_between_words_and_kept_elsewhere(tmp_path):
     """CI printed lesson 06's rank traceback with a 105-character line of ^^^ under a source line broken at 100."""
     import traceback
 
@@ -100,6 +100,11 @@ def test_a_tracebacks_marks_are_kept_where_they_fit_and_left_out_where_their_lin
     assert max(map(len, out.splitlines())) <= 100
     assert [line for line in out.splitlines() if line.strip() and set(line.strip()) <= set("^~")] == []
     assert " ".join(out.split()) == " ".join(line for line in text.split() if not set(line) <= set("^~"))  # nothing else lost
+    # the fact-check: marks that fit, under a line broken between words, point at the wrong words too; a divider of
+    # tildes under a line that fit is no traceback's marks
+    broken = "    " + " ".join(["word"] * 19) + "\n    " + " ".join(["word"] * 6)  # 98 characters, then the other 6 words
+    assert wrapped("    " + "word " * 25 + "\n        ^^^^") == broken
+    assert wrapped("results\n" + "~" * 120 + "\nend") == "results\n" + "~" * 120 + "\nend"
     short_marks = [line for line in formatted("x = 1 / 0 + 2").splitlines() if set(line.strip()) == {"~", "^"}]
     assert short_marks == ["        ~~^~~"] and short_marks[0] in wrapped(formatted("x = 1 / 0 + 2")).splitlines()  # kept
 

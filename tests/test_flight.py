@@ -480,10 +480,27 @@ def test_a_persistent_workers_dropped_items_do_not_reach_the_next_epoch():
     assert flight.workers(recorder)[0].samples == 4
 
 
+def test_waiting_share_leaves_out_a_workers_first_batch_once_per_process():
+    """By hand: two passes of 3 batches, dealt to workers 0, 1, 0. New worker processes each pass: batches 0, 1, 3, 4 are
+    left out, waits 0.1 + 0.05 over those plus steps 0.1 + 0.1. Persistent workers (the same processes) start once:
+    only 0, 1 and 3 (pass 1's first), waits 0.1 + 0.3 + 0.05 over those plus steps 0.1 + 0.1 + 0.1."""
+    e = flight.Event
+    times = [(0.0, 2.0, 2.1), (2.1, 2.3, 2.4), (2.4, 2.5, 2.6), (3.0, 3.5, 3.6), (3.6, 3.9, 4.0), (4.0, 4.05, 4.15)]
+    loop = [ev for batch, (asked, got, done) in enumerate(times)
+            for ev in (e("wait", "main", asked, got, batch, epoch=batch // 3), e("step", "main", got, done, batch, epoch=batch // 3))]
+
+    def collates(pids: list[int]) -> list[flight.Event]:
+        return [e("collate", batch % 3 % 2, got - 0.01, got, batch, pid=pids[batch], epoch=batch // 3)
+                for batch, (_, got, _) in enumerate(times)]
+
+    assert flight.waiting_share(loop + collates([10, 11, 10, 12, 13, 12])) == pytest.approx(0.15 / 0.35)
+    assert flight.waiting_share(loop + collates([10, 11, 10, 10, 11, 10])) == pytest.approx(0.45 / 0.75)
+
+
 def test_waiting_share_leaves_out_each_passs_first_batch_and_head_of_line_other_workers_only():
     """By hand: two passes of two batches; each pass's first wait (workers starting) is left out, and so is batch 3, worker
-    1's first of pass 1: wait 0.1 over it plus step 0.1. One worker's later batch queued behind is not held back; another
-    worker's is."""
+    1's first: wait 0.1 over it plus step 0.1. One worker's later batch queued behind is not held back; another worker's
+    is."""
     e = flight.Event
     events = [e("wait", "main", 0.0, 5.0, 0, epoch=0), e("step", "main", 5.0, 5.1, 0, epoch=0),
               e("wait", "main", 5.1, 5.2, 1, epoch=0), e("step", "main", 5.2, 5.3, 1, epoch=0),

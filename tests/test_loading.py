@@ -350,9 +350,10 @@ def sleep_for_micros(iterations: int) -> None:
 
 
 def test_parallel_speedup_runs_the_processes_at_once_and_divides_serial_time_by_theirs(monkeypatch):
-    """With work that needs no core (sleep), 2 processes finish 2 x 50 ms of it in about 50 ms: about 2x, on any machine.
-    Spinning on this 2-core VM with both cores idle measured medians of 1.27-2.00x (20 runs, 2026-12-07): the host
-    shares its cores, so a bound on CPU work here would be a bound on the host's other guests."""
+    """With work that needs no core (sleep), 2 processes finish 2 x 50 ms of it in about 50 ms: about 2x on a machine
+    that is not overloaded (1.97x measured during a test suite). Spinning on this 2-core VM with both cores idle
+    measured medians of 1.27-2.00x (20 runs, 2026-12-07), most likely because the host shares its cores with other
+    guests (no steal time is reported to show it): a bound on CPU work here would judge those guests."""
     from helpers import timing
 
     monkeypatch.setattr(timing, "spin", sleep_for_micros)

@@ -58,6 +58,7 @@ def test_gate_is_inclusive_at_the_threshold():
     ({"speedups": (0.0,), "ceilings": (1.5,)}, r"speedups must be positive finite"),
     ({"speedups": (1.2,), "ceilings": (float("inf"),)}, r"ceilings must be positive finite .*got \(inf,\)"),
     ({"speedups": (1.0,), "ceilings": (1.5,), "gate": float("inf")}, "gate must be above 1"),
+    ({"speedups": (10**400,), "ceilings": (1.5,)}, r"speedups must be positive finite .*got \(inf,\)"),  # the contract probe
 ])
 def test_headroom_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):

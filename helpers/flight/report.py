@@ -79,13 +79,14 @@ def head_of_line_s(events: Any) -> float:
 
 
 def waiting_share(events: Any) -> float:
-    """The share of the loop's time spent waiting for batches, leaving out each pass's first batch and each worker's first
-    batch in it (their waits include starting the workers: one after another, fresh Pythons where they are not forked)."""
+    """The share of the loop's time spent waiting for batches, leaving out each pass's first batch and each worker
+    process's first batch (their waits may include starting the workers: one after another, each importing what it
+    needs where it is not forked from the loop's process; persistent workers start once)."""
     found = _events(events)
-    first: dict[tuple[int, Any], int] = {}  # (pass, worker or None for the pass) -> its first batch
+    first: dict[tuple[str, Any], int] = {}  # ("pass", its number) or ("worker", (id, pid)) -> its first batch
     for e in found:
         if e.kind in ("wait", "collate"):
-            key = (e.epoch, None if e.kind == "wait" else e.worker)
+            key = ("pass", e.epoch) if e.kind == "wait" else ("worker", (e.worker, e.pid))
             first[key] = min(first.get(key, e.batch), e.batch)
     starts = set(first.values())
     found = [e for e in found if e.kind in ("wait", "step") and e.batch not in starts]
