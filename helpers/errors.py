@@ -72,6 +72,10 @@ def expect_error(
         raise TypeError(f"expected must be an exception class or a tuple of them, got {expected!r}")
     if match is not None and not isinstance(match, str):
         raise TypeError(f"match must be a regular expression string or None, got {match!r}")
+    try:
+        re.compile(match or "")
+    except re.error as exc:  # before the block runs: a block that raises nothing would hide it
+        raise ValueError(f"match must be a valid regular expression, got {match!r}: {exc}") from None
     caught = CaughtError()
     try:
         yield caught
@@ -83,7 +87,7 @@ def expect_error(
         # Drop the traceback: its frames would keep the failing objects (a DataLoader iterator and its
         # worker processes) alive in a reference cycle until some later garbage collection.
         caught.exception = exc.with_traceback(None)
-        print(wrapped(f"{type(exc).__name__}: {exc}"))
+        print(wrapped(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__))  # as Python prints it
         return
     except Exception as exc:
         raise AssertionError(

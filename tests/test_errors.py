@@ -35,6 +35,15 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="match must be"):
         with expect_error(ValueError, match=3):
             pass
+    with pytest.raises(ValueError, match=r"match must be a valid regular expression, got '\(': missing \)"):
+        with expect_error(ValueError, match="("):  # the contract probe: re.error, and only if the block raised
+            pass
+
+
+def test_an_empty_message_prints_as_python_prints_it(capsys):
+    with expect_error(ValueError):
+        raise ValueError()
+    assert capsys.readouterr().out == "ValueError\n"  # as a traceback's last line: no ": "
 
 
 def test_long_messages_are_printed_whole_words_per_line(capsys):
