@@ -35,10 +35,11 @@ _MARKS = re.compile(r"^\s*[~^]+\s*$")  # the line under a traceback's source lin
 def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
     """`text` with each line over `width` characters broken between words, never inside one, its continuation indented
     as the line is plus `hanging` spaces, a traceback's frame after its file name (JupyterLab's output CSS has
-    word-break: break-all: it breaks mid-word); a traceback's ~~^^ marks under a line it broke are left out."""
+    word-break: break-all: it breaks mid-word); a traceback's ~~^^ marks under a line it broke are left out. Tabs in a
+    line it breaks become spaces; `width` is at least 20 (narrower, an indent would not fit beside a word)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    for name, value, least in (("width", width, 1), ("hanging", hanging, 0)):
+    for name, value, least in (("width", width, 20), ("hanging", hanging, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{name} must be an int of at least {least}, got {value!r}")
 
@@ -47,7 +48,7 @@ def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
             return line
         indent = " " * (len(line) - len(line.lstrip(" ")) + hanging)
         def words(part: str) -> str:
-            if len(part) <= width or " " not in part.strip(" "):  # fits, or one word: kept as is, its indent too
+            if len(part) <= width or not re.search(r"\S[ \t]+\S", part):  # fits, or one word: kept as is, its indent too
                 return part
             return textwrap.fill(part, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or part
         frame = _FRAME.match(line)  # a traceback's frame: break after its file name, not inside "line 83"

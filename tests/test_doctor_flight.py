@@ -332,3 +332,17 @@ def test_head_of_line_judges_the_rounds_together_with_turns_that_hold_slow_batch
         assert found is not None and found.evidence["gain"] == pytest.approx(gain, abs=1e-3), obs.skipped
     else:
         assert found is None and f"gave {gain:.2f}x the samples/s over 2 interleaved rounds" in obs.skipped["head-of-line"]
+
+
+def test_a_recording_of_first_batches_only_is_skipped_with_its_reason():
+    """The rules' waiting gate, given a recording whose every batch is a pass's or a worker's first (by hand: 2 batches
+    from 2 new workers): no finding is judged on it, and the skip says why, not 'waited nan%'."""
+    from helpers.doctor.lesson09_flight import _loop_waits
+    from helpers.flight import Event as e
+    events = [e("wait", "main", 0.0, 1.0, 0), e("step", "main", 1.0, 1.1, 0), e("wait", "main", 1.1, 1.2, 1),
+              e("step", "main", 1.2, 1.3, 1), e("collate", 0, 0.9, 1.0, 0, pid=10), e("collate", 1, 1.0, 1.1, 1, pid=11)]
+    obs = observe(DataLoader(Readings(), batch_size=8, num_workers=2), step=lambda batch: None)
+    assert _loop_waits(obs, events, "slow-worker", "worker 1 was 3.0x slower") is False
+    assert "too few batches" in obs.skipped["slow-worker"] and "nan" not in obs.skipped["slow-worker"]
+    obs.step = None  # without a step, reading is all the loop does: the gate lets the rule judge
+    assert _loop_waits(obs, events, "slow-worker", "worker 1 was 3.0x slower") is True

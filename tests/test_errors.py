@@ -65,6 +65,9 @@ def test_wrapped_keeps_short_lines_blank_lines_and_long_words():
     assert wrapped("") == ""
     assert wrapped("kept as is \t\n") == "kept as is \t\n"  # short lines, their spaces and the last newline unchanged
     assert wrapped("    " + "word " * 30, 40, hanging=2).splitlines()[1].startswith("      word")  # own indent + 2
+    assert wrapped("        " + "word " * 10, 20).splitlines()[0] == "        word word"  # the narrowest: indent kept
+    tabbed = wrapped("\t".join(["word"] * 30), 40).splitlines()  # words between tabs only: broken, tabs as spaces
+    assert len(tabbed) > 1 and max(map(len, tabbed)) <= 40 and " ".join(tabbed).split() == ["word"] * 30
 
 
 def test_a_traceback_frame_breaks_after_its_file_name_not_inside_line_n():
@@ -118,7 +121,7 @@ def test_a_tracebacks_marks_are_left_out_under_a_line_broken_between_words_and_k
     assert short_marks == ["        ~~^~~"] and short_marks[0] in wrapped(formatted("x = 1 / 0 + 2")).splitlines()  # kept
 
 
-@pytest.mark.parametrize(("args", "error", "match"), [(("text", 0), ValueError, "width must be an int of at least 1, got 0"),
+@pytest.mark.parametrize(("args", "error", "match"), [(("text", 19), ValueError, "width must be an int of at least 20, got 19"),
                                                       (("text", 100, -1), ValueError, "hanging must be an int of at least 0"),
                                                       (("text", "100"), ValueError, "width must be an int"),
                                                       ((None,), TypeError, "text must be a str, got NoneType")])

@@ -510,3 +510,16 @@ def test_waiting_share_leaves_out_each_passs_first_batch_and_head_of_line_other_
               e("collate", 1, 7.0, 7.5, 3, epoch=1)]
     assert flight.waiting_share(events) == pytest.approx(0.1 / 0.2)
     assert flight.head_of_line_s(events) == pytest.approx(9.0 - 7.5)  # batch 2 waited while worker 1's batch 3 was ready
+
+
+def test_waiting_share_is_nan_when_every_batch_is_a_first_and_describe_says_so():
+    """By hand: one pass of two batches from two new workers: batch 0 is the pass's first, batch 1 worker 1's first, so no
+    wait is left to judge (0.0 would read as a loop that never waited)."""
+    e = flight.Event
+    events = [e("wait", "main", 0.0, 1.0, 0), e("step", "main", 1.0, 1.1, 0), e("wait", "main", 1.1, 1.2, 1),
+              e("step", "main", 1.2, 1.3, 1), e("collate", 0, 0.9, 1.0, 0, pid=10), e("collate", 1, 1.0, 1.1, 1, pid=11)]
+    assert math.isnan(flight.waiting_share(events))
+    assert "too few to say how long the loop waited" in flight.describe(events)
+    assert "waited nan" not in flight.describe(events)
+    events[-1] = e("collate", 0, 1.0, 1.1, 1, pid=10)  # worker 0 made both: batch 1 is judged, 0.1 s wait of 0.2 s
+    assert flight.waiting_share(events) == pytest.approx(0.5)

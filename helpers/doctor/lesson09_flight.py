@@ -77,7 +77,8 @@ def _recording(obs: Observation) -> FlightRecorder | None:
         return None
     obs.flight = recorder
     start, end = reading_s(recorder)
-    obs.measured.update(flight_batches=recorder.batches, flight_waiting_share=round(waiting_share(recorder), 3),
+    share = waiting_share(recorder)
+    obs.measured.update(flight_batches=recorder.batches, flight_waiting_share=None if math.isnan(share) else round(share, 3),
                         head_of_line_share=round(head_of_line_s(recorder) / max(end - start, 1e-9), 3),
                         batches_uneven=round(_uneven(recorder), 2))
     return recorder
@@ -88,6 +89,10 @@ def _loop_waits(obs: Observation, recorder: FlightRecorder, code: str, what: str
     share = waiting_share(recorder)
     if obs.step is None or share >= WAITED_SHARE:
         return True
+    if math.isnan(share):
+        obs.skipped[code] = (f"{what}, but every batch recorded was a pass's or a worker's first (their waits include "
+                             "starting the workers): too few batches to tell whether the loop waited for them")
+        return False
     obs.skipped[code] = (f"{what}, but the loop waited for batches {share:.0%} of its time (under {WAITED_SHARE:.0%}): "
                          "the step sets the pace, and the workers keep ahead of it")
     return False

@@ -81,7 +81,7 @@ def head_of_line_s(events: Any) -> float:
 def waiting_share(events: Any) -> float:
     """The share of the loop's time spent waiting for batches, leaving out each pass's first batch and each worker
     process's first batch (their waits may include starting the workers: one after another, each importing what it
-    needs where it is not forked from the loop's process; persistent workers start once)."""
+    needs where it is not forked from the loop's process; persistent workers start once); NaN when no batch is left."""
     found = _events(events)
     first: dict[tuple[str, Any], int] = {}  # ("pass", its number) or ("worker", (id, pid)) -> its first batch
     for e in found:
@@ -92,7 +92,7 @@ def waiting_share(events: Any) -> float:
     found = [e for e in found if e.kind in ("wait", "step") and e.batch not in starts]
     wait = sum(e.seconds for e in found if e.kind == "wait")
     total = sum(e.seconds for e in found)
-    return wait / total if total > 0 else 0.0
+    return wait / total if total > 0 else math.nan
 
 
 def describe(events: Any, slowest_k: int = 3) -> str:
@@ -108,7 +108,9 @@ def describe(events: Any, slowest_k: int = 3) -> str:
     fetched = sum(e.seconds for e in found if e.kind == "fetch")
     lines.append(f"  slowest fetches ({sum(e.seconds for e in slow) / max(fetched, 1e-12):.0%} of all fetch time):")
     lines += [f"    sample {_plain(e.sample)}: {1000 * e.seconds:.1f} ms (worker {e.worker})" for e in slow]
-    lines.append(f"  the loop waited {waiting_share(found):.0%} of its time after each worker's first batch")
+    share = waiting_share(found)
+    lines.append(f"  the loop waited {share:.0%} of its time after each worker's first batch" if not math.isnan(share) else
+                 "  no batch after each pass's and each worker's first: too few to say how long the loop waited")
     in_order = getattr(getattr(events, "loader", None), "in_order", None)
     lines.append(f"  {head_of_line_s(found):.2f} s of waiting on a batch while a later one was collated"
                  + (" (in_order=True holds it back)" if in_order else ""))
