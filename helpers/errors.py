@@ -1,6 +1,7 @@
 """Showing a call that fails, honestly: the real error is printed and its absence is an error."""
 from __future__ import annotations
 
+import numbers
 import re
 import textwrap
 from collections.abc import Iterator
@@ -36,26 +37,35 @@ def wrapped(text: str, width: int = WIDTH, hanging: int = 0) -> str:
     """`text` with each line over `width` characters broken between words, never inside one, its continuation indented
     as the line is plus `hanging` spaces, a traceback's frame after its file name (JupyterLab's output CSS has
     word-break: break-all: it breaks mid-word); a traceback's ~~^^ marks under a line it broke are left out. Tabs in a
-    line it breaks become spaces; `width` is at least 20 (narrower, an indent would not fit beside a word)."""
+    line it breaks become spaces; `width` is at least 20 and `hanging` under it."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     for name, value, least in (("width", width, 20), ("hanging", hanging, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
             raise ValueError(f"{name} must be an int of at least {least}, got {value!r}")
+    width, hanging = int(width), int(hanging)
+    if hanging >= width:
+        raise ValueError(f"hanging must be under width ({width}), got {hanging}")
+
+    def words(part: str, more: int = hanging) -> str:
+        if len(part) <= width or not re.search(r"\S[ \t]+\S", part):  # fits, or one word: kept as is, its indent too
+            return part
+        body = part.lstrip(" \t")
+        lead = part[:len(part) - len(body)].expandtabs()  # the line's own indent, kept even beside a long first word
+        return textwrap.fill(body, width, initial_indent=lead, subsequent_indent=" " * (len(lead) + more),
+                             break_long_words=False, break_on_hyphens=False) or part
 
     def fill(line: str) -> str:
         if len(line) <= width:  # short lines stay exactly as they are
             return line
-        indent = " " * (len(line) - len(line.lstrip(" ")) + hanging)
-        def words(part: str) -> str:
-            if len(part) <= width or not re.search(r"\S[ \t]+\S", part):  # fits, or one word: kept as is, its indent too
-                return part
-            return textwrap.fill(part, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or part
+        if line.endswith("\r"):  # a Windows line end stays on each line it becomes
+            return fill(line[:-1]).replace("\n", "\r\n") + "\r"
         frame = _FRAME.match(line)  # a traceback's frame: break after its file name, not inside "line 83"
         if not frame:
             return words(line)
+        indent = " " * (len(frame[1].expandtabs()) - len(frame[1].expandtabs().lstrip(" ")) + hanging)
         head = words(frame[1].replace("File ", "File\xa0", 1) + ",").replace("File\xa0", "File ", 1)  # "File" stays with its name
-        return head + "\n" + words(indent + frame[2])
+        return head + "\n" + words(indent + frame[2], more=0)  # its continuation under it
     lines = text.split("\n")
     filled = [fill(line) for line in lines]
     # a traceback's marks under a line broken here would point at the wrong words: left out (any other line is kept)

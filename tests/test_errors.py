@@ -1,3 +1,4 @@
+import numpy
 import pytest
 
 from helpers import expect_error
@@ -66,6 +67,10 @@ def test_wrapped_keeps_short_lines_blank_lines_and_long_words():
     assert wrapped("kept as is \t\n") == "kept as is \t\n"  # short lines, their spaces and the last newline unchanged
     assert wrapped("    " + "word " * 30, 40, hanging=2).splitlines()[1].startswith("      word")  # own indent + 2
     assert wrapped("        " + "word " * 10, 20).splitlines()[0] == "        word word"  # the narrowest: indent kept
+    assert wrapped(" " * 18 + "abc d", 20) == " " * 18 + "abc\n" + " " * 18 + "d"  # the indent kept beside a long word
+    assert wrapped("\tab ab ab ab ab ab ab", 20) == "        ab ab ab ab\n        ab ab ab"  # a tab indents as 8 spaces
+    assert wrapped("aaa bbb ccc ddd eee fff\r\nx", 20) == "aaa bbb ccc ddd eee\r\nfff\r\nx"  # Windows line ends kept
+    assert wrapped("word " * 30, numpy.int64(40)) == wrapped("word " * 30, 40)  # any whole number
     tabbed = wrapped("\t".join(["word"] * 30), 40).splitlines()  # words between tabs only: broken, tabs as spaces
     assert len(tabbed) > 1 and max(map(len, tabbed)) <= 40 and " ".join(tabbed).split() == ["word"] * 30
 
@@ -123,6 +128,7 @@ def test_a_tracebacks_marks_are_left_out_under_a_line_broken_between_words_and_k
 
 @pytest.mark.parametrize(("args", "error", "match"), [(("text", 19), ValueError, "width must be an int of at least 20, got 19"),
                                                       (("text", 100, -1), ValueError, "hanging must be an int of at least 0"),
+                                                      (("text", 30, 30), ValueError, r"hanging must be under width \(30\), got 30"),
                                                       (("text", "100"), ValueError, "width must be an int"),
                                                       ((None,), TypeError, "text must be a str, got NoneType")])
 def test_wrapped_names_a_bad_argument(args, error, match):

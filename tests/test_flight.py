@@ -523,3 +523,22 @@ def test_waiting_share_is_nan_when_every_batch_is_a_first_and_describe_says_so()
     assert "waited nan" not in flight.describe(events)
     events[-1] = e("collate", 0, 1.0, 1.1, 1, pid=10)  # worker 0 made both: batch 1 is judged, 0.1 s wait of 0.2 s
     assert flight.waiting_share(events) == pytest.approx(0.5)
+    events[2:4] = [e("wait", "main", 1.1, 1.1, 1), e("step", "main", 1.1, 1.1, 1)]  # judged, but took no time: not NaN
+    assert flight.waiting_share(events) == 0.0 and "too few" not in flight.describe(events)
+
+
+@pytest.mark.parametrize(("bad", "error", "match"), [
+    ("", TypeError, "events must be a FlightRecorder or a list of its Events"),
+    ([flight.Event("wait", "main", 0.5, 0.2, 0)], ValueError, "events: each must end at or after its start"),
+    ([flight.Event("wait", "main", 0.0, math.nan, 0)], ValueError, "events: each must end at or after its start")])
+def test_a_recording_that_is_not_one_is_refused(bad, error, match):
+    """A string is no recording; an event ending before it starts, or at NaN, would make any share a wrong number."""
+    with pytest.raises(error, match=match):
+        flight.waiting_share(bad)
+
+
+@pytest.mark.parametrize("k", [0, -1, True, 2.5, "3"])
+def test_describe_names_a_bad_slowest_k(k):
+    events = [flight.Event("wait", "main", 0.0, 1.0, 0), flight.Event("step", "main", 1.0, 1.1, 0)]
+    with pytest.raises(ValueError, match="slowest_k must be a whole number of 1 or more"):
+        flight.describe(events, slowest_k=k)

@@ -28,8 +28,11 @@ class WorkerShare:
 def _events(events: Any) -> list[Event]:
     """The events of a FlightRecorder, or a list of them."""
     found = getattr(events, "events", events)
-    if not isinstance(found, Sequence) or not all(isinstance(e, Event) for e in found):
+    if not isinstance(found, Sequence) or isinstance(found, str) or not all(isinstance(e, Event) for e in found):
         raise TypeError(f"events must be a FlightRecorder or a list of its Events, got {short(events)}")
+    for e in found:
+        if not (math.isfinite(e.start) and math.isfinite(e.end) and e.end >= e.start):
+            raise ValueError(f"events: each must end at or after its start, both finite, got {short(e)}")
     if not any(e.kind == "wait" for e in found):
         raise ValueError("events: the recording holds no batch; read the FlightRecorder (record() or a for loop) first")
     return list(found)
@@ -90,14 +93,18 @@ def waiting_share(events: Any) -> float:
             first[key] = min(first.get(key, e.batch), e.batch)
     starts = set(first.values())
     found = [e for e in found if e.kind in ("wait", "step") and e.batch not in starts]
+    if not found:
+        return math.nan
     wait = sum(e.seconds for e in found if e.kind == "wait")
     total = sum(e.seconds for e in found)
-    return wait / total if total > 0 else math.nan
+    return wait / total if total > 0 else 0.0
 
 
 def describe(events: Any, slowest_k: int = 3) -> str:
     """The recording in a few lines: per worker its samples and busy share, the `slowest_k` slowest fetches, head-of-line
     and waiting."""
+    if isinstance(slowest_k, bool) or not isinstance(slowest_k, numbers.Integral) or slowest_k < 1:
+        raise ValueError(f"slowest_k must be a whole number of 1 or more, got {short(slowest_k)}")
     found = _events(events)
     start, end = reading_s(found)
     waits = [e for e in found if e.kind == "wait"]
@@ -109,7 +116,7 @@ def describe(events: Any, slowest_k: int = 3) -> str:
     lines.append(f"  slowest fetches ({sum(e.seconds for e in slow) / max(fetched, 1e-12):.0%} of all fetch time):")
     lines += [f"    sample {_plain(e.sample)}: {1000 * e.seconds:.1f} ms (worker {e.worker})" for e in slow]
     share = waiting_share(found)
-    lines.append(f"  the loop waited {share:.0%} of its time after each worker's first batch" if not math.isnan(share) else
+    lines.append(f"  the loop waited {share:.0%} of its time after each pass's and each worker's first batch" if not math.isnan(share) else
                  "  no batch after each pass's and each worker's first: too few to say how long the loop waited")
     in_order = getattr(getattr(events, "loader", None), "in_order", None)
     lines.append(f"  {head_of_line_s(found):.2f} s of waiting on a batch while a later one was collated"
