@@ -18,7 +18,6 @@ import contextlib
 import importlib
 import math
 import multiprocessing
-import numbers
 import os
 import shutil
 import subprocess
@@ -129,13 +128,12 @@ def forked() -> bool:
 
 def budget_s(case: ModuleType) -> float:
     """The case's BUDGET_S (or the default); where workers do not start by fork, its BUDGET_WITHOUT_FORK_S if it has one."""
+    from helpers._validate import is_real, real_as_float
+
     budget = getattr(case, "BUDGET_S", DEFAULT_BUDGET_S)
     seconds = {}
     for label, value in (("BUDGET_S", budget), ("BUDGET_WITHOUT_FORK_S", getattr(case, "BUDGET_WITHOUT_FORK_S", budget))):
-        try:
-            seconds[label] = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
-        except OverflowError:  # an int too large for a float
-            seconds[label] = math.inf
+        seconds[label] = real_as_float(value) if is_real(value) else math.nan
         if not 0 < seconds[label] < math.inf:
             raise ValueError(f"{name(case)}: {label} must be a positive finite number of seconds, got {value!r}")
     if seconds["BUDGET_WITHOUT_FORK_S"] < seconds["BUDGET_S"]:  # fresh Pythons start slower than forks: a slip

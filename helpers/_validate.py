@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,19 @@ def short(value: Any) -> str:
     """A repr short enough for an error message."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def is_real(value: object) -> bool:
+    """Whether `value` is a real number (a bool is not): int, float, Fraction, numpy's."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def real_as_float(value: numbers.Real) -> float:
+    """A real number as a float, infinite where it is too large for one (10**400)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def as_int(name: str, value: Any, minimum: int | None = None) -> int:

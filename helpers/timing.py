@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import numbers
 import os
 import statistics
 import time
@@ -18,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from helpers._validate import as_fraction, as_int, short
+from helpers._validate import as_fraction, as_int, is_real, real_as_float, short
 from helpers.errors import wrapped
 from helpers.workloads import spin, spin_iterations_per_ms
 
@@ -153,18 +152,6 @@ def bracketed(measure: Callable[[], T], processes: int = 2) -> tuple[T, float]:
     return results[0], ceiling
 
 
-def _real(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _as_float(value: numbers.Real) -> float:
-    """`value` as a float, infinite where it is too large for one."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
 @dataclass(frozen=True)
 class Headroom:
     """A change's speed-up and the machine's ceiling, round by round: which rounds had free cores, and the share of them used (lessons 03, 07)."""
@@ -177,12 +164,12 @@ class Headroom:
     def __post_init__(self) -> None:
         for name in ("speedups", "ceilings"):
             values = getattr(self, name)
-            if not isinstance(values, (tuple, list)) or not all(_real(v) for v in values):
+            if not isinstance(values, (tuple, list)) or not all(is_real(v) for v in values):
                 raise TypeError(f"{name} must be a tuple of numbers, one per round, got {short(values)}")
-            object.__setattr__(self, name, tuple(map(_as_float, values)))  # a Fraction or numpy number prints as a float
-        if not _real(self.gate):
+            object.__setattr__(self, name, tuple(map(real_as_float, values)))  # a Fraction or numpy number prints as a float
+        if not is_real(self.gate):
             raise TypeError(f"gate must be a number, got {short(self.gate)}")
-        object.__setattr__(self, "gate", _as_float(self.gate))
+        object.__setattr__(self, "gate", real_as_float(self.gate))
         if not self.speedups or len(self.speedups) != len(self.ceilings):
             raise ValueError(f"speedups and ceilings must be non-empty and of one length, got {short(self.speedups)} "
                              f"and {short(self.ceilings)}")
