@@ -82,7 +82,7 @@ def median_speed(runs: Sequence[Speed]) -> Speed:
 
 def ladder_rounds(ladder: Sequence[Iterable[str]], *, rounds: int = 3, steps: int = 48,
                   seed: int = 0) -> tuple[list[list[Speed]], Headroom]:
-    """Every rung timed `rounds` times; the last rung's speed-up against the 2-process ceiling (lesson 07 section 11).
+    """Every rung timed `rounds` times; the last rung's speed-up against the 2-process ceiling.
 
     The speed-up is the last rung's over the first, set against the ceiling round by round.
     In each round the first and last rungs run back to back (their order alternating) between two
