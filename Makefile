@@ -33,9 +33,10 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_ROOT_FLAG)
 
 # pytest-xdist processes: `make check` runs one per usable core (JOBS); `make test` runs TEST_JOBS (1 unless told: with
-# TEST_JOBS=2 its first pytest run took 1134-1162 s on the 2-core VM, against 1526-1798 s in one process, and each of
-# its first two runs found a test that failed only beside another (both fixed); it becomes the default once three
-# fresh-clone runs pass). Each test file runs whole in one process, in tests/conftest.py RUN_ORDER (slowest tiers first).
+# TEST_JOBS=2 its first pytest run took 1028-1162 s on the 2-core VM, against 1528-1763 s in one process; each of its
+# first two runs found a test that failed only beside another (both fixed); of the fresh-clone runs since, 764a922's
+# passed (1199 s from the clone). It becomes the default once three pass, one beside a busy program). Each test file
+# runs whole in one process, in tests/conftest.py RUN_ORDER (slowest tiers first).
 JOBS ?= $(shell $(PY) -c 'from helpers.env import usable_cpus; print(usable_cpus())')
 TEST_JOBS ?= 1
 XDIST = -n $(TEST_JOBS) --dist loadscope --no-loadscope-reorder
