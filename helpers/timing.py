@@ -106,8 +106,8 @@ def others_during(measure: Callable[[], T]) -> tuple[T, float]:
     """measure()'s result and the cores other programs kept busy meanwhile, on this process's cores (lessons 03, 07).
 
     Their busy CPU seconds (the cores' busy time, less this process's and its descendants', reaped ones included) over
-    the wall seconds. CPU times advance in 10 ms ticks: over a measure() shorter than OTHERS_MIN_S one tick reads as a
-    large share of a core (2 ms: 5 cores), so count such measurements together, in one call.
+    the wall seconds. CPU times advance in 10 ms ticks: over a measure() shorter than OTHERS_MIN_S one tick reads as
+    whole busy cores (over 2 ms: 5), so count such measurements together, in one call.
     """
     if not callable(measure):
         raise TypeError(f"measure must be a callable taking no arguments, got {short(measure)}")
