@@ -38,6 +38,12 @@ def _events(events: Any) -> list[Event]:
     return list(found)
 
 
+def _at_least_one(name: str, value: Any) -> None:
+    """ValueError naming `name` unless `value` is a whole number of 1 or more."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a whole number of 1 or more, got {short(value)}")
+
+
 def reading_s(events: Any) -> tuple[float, float]:
     """(start, end) of the loop's reading on the recorder's clock: from its first request to its last batch's arrival."""
     waits = [e for e in _events(events) if e.kind == "wait"]
@@ -59,8 +65,7 @@ def workers(events: Any) -> list[WorkerShare]:
 
 def slowest(events: Any, k: int = 5) -> list[Event]:
     """The `k` slowest fetches, slowest first."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a whole number of 1 or more, got {short(k)}")
+    _at_least_one("k", k)
     return sorted((e for e in _events(events) if e.kind == "fetch"), key=lambda e: -e.seconds)[:k]
 
 
@@ -103,8 +108,7 @@ def waiting_share(events: Any) -> float:
 def describe(events: Any, slowest_k: int = 3) -> str:
     """The recording in a few lines: per worker its samples and busy share, the `slowest_k` slowest fetches, head-of-line
     and waiting."""
-    if isinstance(slowest_k, bool) or not isinstance(slowest_k, numbers.Integral) or slowest_k < 1:
-        raise ValueError(f"slowest_k must be a whole number of 1 or more, got {short(slowest_k)}")
+    _at_least_one("slowest_k", slowest_k)
     found = _events(events)
     start, end = reading_s(found)
     waits = [e for e in found if e.kind == "wait"]
